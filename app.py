@@ -1,0 +1,59 @@
+"""create_app(): configuration, extensions, blueprints and CLI groups. Nothing else."""
+
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from flask_migrate import Migrate
+
+from blueprints.health import bp as health_bp
+from blueprints.queues import bp as queues_bp
+from commands.jobs import jobs_cli
+from jobqueue.registry import import_task_modules
+from models import db
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+migrate = Migrate()
+
+
+def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config.from_mapping(
+        DATABASE_URL=os.environ.get("DATABASE_URL", ""),
+        SECRET_KEY=os.environ.get("SECRET_KEY", ""),
+        PAUTA_TASK_MODULES=os.environ.get("PAUTA_TASK_MODULES", ""),
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+    )
+    app.config.update(overrides or {})
+    if not app.config["DATABASE_URL"]:
+        raise RuntimeError("DATABASE_URL is not set; point it at a PostgreSQL database")
+    if not app.config["SECRET_KEY"]:
+        logging.getLogger(__name__).warning("SECRET_KEY is not set; using a random one")
+        app.config["SECRET_KEY"] = secrets.token_hex(32)
+    app.config["SQLALCHEMY_DATABASE_URI"] = sqlalchemy_url(app.config["DATABASE_URL"])
+
+    import_task_modules(task_modules(app.config["PAUTA_TASK_MODULES"]))
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(MIGRATIONS))
+
+    app.register_blueprint(health_bp)
+    app.register_blueprint(queues_bp)
+    app.cli.add_command(jobs_cli)
+    return app
+
+
+def sqlalchemy_url(database_url: str) -> str:
+    """DATABASE_URL as SQLAlchemy wants it: with the psycopg (3) driver named."""
+    for prefix in ("postgresql://", "postgres://"):
+        if database_url.startswith(prefix):
+            return "postgresql+psycopg://" + database_url.removeprefix(prefix)
+    return database_url
+
+
+def task_modules(setting: str) -> list[str]:
+    return [name.strip() for name in setting.split(",") if name.strip()]

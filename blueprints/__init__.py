@@ -1,0 +1,1 @@
+"""Web blueprints: thin views that parse input, call the domain or engine, and render."""

@@ -1,0 +1,3 @@
+from blueprints.queues.routes import bp
+
+__all__ = ["bp"]

@@ -1,0 +1,1 @@
+"""Flask CLI groups (`flask --app app <group> ...`)."""

@@ -1,0 +1,1 @@
+"""Developer tooling behind `make run` and `make test`; not imported by the application."""

@@ -1,0 +1,98 @@
+"""`make run`: database, migrations, the worker, the console (gunicorn) and a demo.
+
+Stops everything it started on SIGINT (Ctrl-C) or SIGTERM and exits 0.
+"""
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from devtools.database import ROOT, database_url
+
+VAR = ROOT / "var"
+BIN = Path(sys.executable).parent
+PORT = int(os.environ.get("PORT", "8000"))
+QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2")
+
+
+def secret_key() -> str:
+    path = VAR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def flask(*args: str, env: dict[str, str]) -> None:
+    subprocess.run([str(BIN / "flask"), "--app", "app", *args], env=env, cwd=ROOT, check=True)
+
+
+def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for child in children:
+            if child.poll() is not None:
+                raise SystemExit(f"{child.args[1]} exited with {child.returncode} while starting")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - our own URL
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"the console did not answer {url} within 60 s")
+
+
+def demo(env: dict[str, str]) -> None:
+    flask("jobs", "enqueue", "noop", "--count", "200", env=env)
+    flask("jobs", "enqueue", "sleep", "--payload", '{"seconds": 2}', "--count", "8", env=env)
+    flask("jobs", "enqueue", "fail", "--payload", '{"message": "demo failure"}',
+          "--max-attempts", "2", env=env)  # fmt: skip
+    flask("jobs", "enqueue", "noop", "--delay", "600", env=env)
+
+
+def main() -> int:
+    VAR.mkdir(exist_ok=True)
+    url, description = database_url()
+    print(description, flush=True)
+    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()}
+    flask("db", "upgrade", env=env)
+
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _: stop.append(signum))
+    (VAR / "run.pid").write_text(str(os.getpid()))
+
+    worker = subprocess.Popen([sys.executable, "worker.py", "--queues", QUEUES], env=env, cwd=ROOT)
+    console = subprocess.Popen(
+        [str(BIN / "gunicorn"), "wsgi:app", "--bind", f"127.0.0.1:{PORT}", "--workers", "2"],
+        env=env,
+        cwd=ROOT,
+    )
+    children = [worker, console]
+    try:
+        wait_for_health(f"http://127.0.0.1:{PORT}/healthz", children)
+        demo(env)
+        print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)\n", flush=True)
+        while not stop and all(child.poll() is None for child in children):
+            time.sleep(0.2)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            child.wait(timeout=60)
+        (VAR / "run.pid").unlink(missing_ok=True)
+    failed = [child for child in children if child.returncode not in (0, -signal.SIGTERM)]
+    if not stop:
+        print("a child process exited on its own; stopped the rest", file=sys.stderr)
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Enqueue jobs inside the caller's transaction.
+
+``connection`` is whatever the caller is already writing with: a psycopg connection, a
+SQLAlchemy ``Session`` (Flask-SQLAlchemy's ``db.session`` included) or a SQLAlchemy
+``Connection``. The job row is written in that transaction, so it exists if and only if the
+caller commits; workers are woken by a NOTIFY that PostgreSQL delivers at commit.
+"""
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import psycopg
+
+from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
+from jobqueue.errors import EnqueueError, PayloadTooLarge
+from jobqueue.registry import DEFAULT_QUEUE, TaskRegistry, registry
+from jobqueue.store import JobStore, NewJob
+
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+SMALLINT = range(-32768, 32768)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One job for :func:`enqueue_many`; the fields mean what :func:`enqueue`'s options mean."""
+
+    task: str
+    payload: Mapping[str, Any] | None = None
+    queue: str | None = None
+    delay: float | None = None
+    run_at: datetime | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+    unique_key: str | None = None
+    tenant_id: int | None = None
+
+
+def enqueue(
+    connection: Any,
+    task: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    queue: str | None = None,
+    delay: float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    unique_key: str | None = None,
+    tenant_id: int | None = None,
+    tasks: TaskRegistry = registry,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> int:
+    """Enqueue one job in the caller's transaction and return its id.
+
+    - ``queue``: defaults to the queue the task was registered with, else ``default``.
+    - ``delay`` (seconds from now, database time) or ``run_at`` (an aware datetime): when the job
+      becomes visible; neither means now.
+    - ``priority``: lower runs first; ``max_attempts``: defaults to the task's retry policy.
+    - ``unique_key``: while a job with the same key and tenant is waiting or running, enqueueing
+      another returns that job's id instead of inserting a second one.
+    - ``tenant_id``: the owning tenant; ``None`` means the ``system`` tenant.
+    """
+    request = JobRequest(
+        task, payload, queue, delay, run_at, priority, max_attempts, unique_key, tenant_id
+    )
+    new_job = _prepare(request, tasks, max_payload_bytes)
+    return JobStore(psycopg_connection(connection)).insert_job(new_job)
+
+
+def enqueue_many(
+    connection: Any,
+    requests: Iterable[JobRequest],
+    *,
+    tasks: TaskRegistry = registry,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> list[int]:
+    """Enqueue many jobs in one round trip, in the caller's transaction; ids in input order.
+
+    Every request is checked before anything is written: one bad request refuses the batch.
+    """
+    new_jobs = [_prepare(request, tasks, max_payload_bytes) for request in requests]
+    if not new_jobs:
+        return []
+    return JobStore(psycopg_connection(connection)).insert_jobs(new_jobs)
+
+
+def psycopg_connection(connection: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection under a psycopg connection or a SQLAlchemy Session/Connection.
+
+    Pending ORM changes are flushed first, so the job is written after the rows the caller
+    already changed in the same transaction.
+    """
+    if isinstance(connection, psycopg.Connection):
+        return connection
+    flush = getattr(connection, "flush", None)
+    if callable(flush):  # a Session: flush its pending changes and take its Connection
+        flush()
+        connection = connection.connection()
+    driver_connection = getattr(getattr(connection, "connection", None), "driver_connection", None)
+    if not isinstance(driver_connection, psycopg.Connection):
+        raise TypeError(
+            "enqueue needs a psycopg connection or a SQLAlchemy Session/Connection using the "
+            f"psycopg driver, not {type(connection).__name__}"
+        )
+    return driver_connection
+
+
+def _prepare(request: JobRequest, tasks: TaskRegistry, max_payload_bytes: int) -> NewJob:
+    if not isinstance(request.task, str) or not request.task:
+        raise EnqueueError("task must be a non-empty task name")
+    registered = tasks.get(request.task)
+    queue = request.queue or (registered.queue if registered else DEFAULT_QUEUE)
+    if not _valid_queue_name(queue):
+        raise EnqueueError(
+            f"queue name {queue!r} is invalid: use 1-63 lowercase letters, digits, '_', '.' or '-'"
+        )
+    max_attempts = request.max_attempts
+    if max_attempts is None:
+        max_attempts = registered.retry.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
+    if max_attempts < 1:
+        raise EnqueueError(f"max_attempts must be at least 1, not {max_attempts}")
+    if request.priority not in SMALLINT:
+        raise EnqueueError(f"priority must be between -32768 and 32767, not {request.priority}")
+    if request.delay is not None and request.run_at is not None:
+        raise EnqueueError("give either delay or run_at, not both")
+    if request.delay is not None and not request.delay >= 0:
+        raise EnqueueError(f"delay must be zero or more seconds, not {request.delay}")
+    if request.run_at is not None and request.run_at.utcoffset() is None:
+        raise EnqueueError("run_at must be a timezone-aware datetime")
+    return NewJob(
+        task=request.task,
+        payload=_payload_json(request.task, request.payload, max_payload_bytes),
+        queue=queue,
+        tenant_id=request.tenant_id,
+        priority=request.priority,
+        max_attempts=max_attempts,
+        delay_seconds=float(request.delay or 0.0),
+        run_at=request.run_at,
+        unique_key=request.unique_key,
+    )
+
+
+@cache
+def _valid_queue_name(name: str) -> bool:
+    return QUEUE_NAME.match(name) is not None
+
+
+def _payload_json(task: str, payload: Mapping[str, Any] | None, limit: int) -> str:
+    if payload is None:
+        return "{}"
+    if not isinstance(payload, Mapping):
+        raise EnqueueError(
+            f"payload of task {task!r} must be a JSON object (a mapping), "
+            f"not {type(payload).__name__}"
+        )
+    try:
+        text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise EnqueueError(f"payload of task {task!r} is not JSON: {error}") from None
+    size = len(text.encode())
+    if size > limit:
+        raise PayloadTooLarge(
+            f"payload of task {task!r} is {size:,} bytes; the limit is {limit:,} bytes "
+            "(store large data elsewhere and pass a reference)"
+        )
+    return text

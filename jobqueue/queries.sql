@@ -1,0 +1,313 @@
+-- The engine's SQL, one named statement per act. JobStore runs them; nothing else in the engine
+-- writes SQL. Parameters are psycopg named placeholders. Time always comes from now(), the
+-- database clock, never from a worker's clock.
+--
+-- Each block starts with "-- name: <name>" and a one-line purpose.
+
+-- name: job_insert
+-- Insert one job, or return nothing when a live job already holds its unique key.
+INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key)
+VALUES (
+    coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
+    %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, %(max_attempts)s,
+    coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
+    %(unique_key)s
+)
+ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running')
+DO NOTHING
+RETURNING id
+
+-- name: job_insert_many
+-- Insert a batch of jobs without unique keys from parallel (binary) arrays; ids in input order.
+WITH input AS MATERIALIZED (
+    SELECT nextval('jobs_id_seq') AS id, batch.*
+    FROM unnest(
+        %(tenant_ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::jsonb[],
+        %(priorities)b::smallint[], %(max_attempts)b::int[], %(delays)b::float8[],
+        %(run_ats)b::timestamptz[]
+    ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
+                                run_at, position)
+), inserted AS (
+    INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at)
+    SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
+           payload, priority, max_attempts, coalesce(run_at, now() + make_interval(secs => delay))
+    FROM input
+)
+SELECT array_agg(id ORDER BY position) FROM input
+
+-- name: job_insert_many_unique
+-- Insert a batch of jobs some of which carry unique keys; returns every input's id in order and
+-- the ids actually inserted (the others are duplicates of a live job's key).
+WITH input AS MATERIALIZED (
+    SELECT nextval('jobs_id_seq') AS id, batch.*
+    FROM unnest(
+        %(tenant_ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::jsonb[],
+        %(priorities)b::smallint[], %(max_attempts)b::int[], %(delays)b::float8[],
+        %(run_ats)b::timestamptz[], %(unique_keys)b::text[]
+    ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
+                                run_at, unique_key, position)
+), inserted AS (
+    INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
+                      unique_key)
+    SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
+           payload, priority, max_attempts,
+           coalesce(run_at, now() + make_interval(secs => delay)), unique_key
+    FROM input
+    ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL
+                                          AND state IN ('available', 'running')
+    DO NOTHING
+    RETURNING id
+)
+SELECT (SELECT array_agg(id ORDER BY position) FROM input),
+       (SELECT coalesce(array_agg(id), '{}') FROM inserted)
+
+-- name: job_find_live_by_unique_key
+-- The live job holding a unique key, if any (to answer a duplicate enqueue with its id).
+SELECT id
+FROM jobs
+WHERE tenant_id = coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system'))
+  AND unique_key = %(unique_key)s
+  AND state IN ('available', 'running')
+
+-- name: job_claim
+-- Claim up to :limit visible jobs of one unpaused queue and mark them running, in one statement.
+WITH picked AS MATERIALIZED (
+    SELECT id
+    FROM jobs
+    WHERE state = 'available'
+      AND queue = %(queue)s
+      AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
+    ORDER BY priority, available_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs
+SET state = 'running',
+    attempt = jobs.attempt + 1,
+    locked_by = %(worker)s,
+    started_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
+FROM picked
+WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at
+
+-- name: job_finish
+-- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's row.
+WITH result AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
+        %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[]
+    ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration)
+), finished AS (
+    UPDATE jobs
+    SET state = CASE
+            WHEN result.outcome = 'succeeded' THEN 'succeeded'
+            WHEN result.outcome = 'dead' OR jobs.attempt >= jobs.max_attempts THEN 'dead'
+            ELSE 'available'
+        END,
+        available_at = CASE
+            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts
+                THEN now() + make_interval(secs => result.retry_delay)
+            ELSE jobs.available_at
+        END,
+        finished_at = CASE
+            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts THEN NULL
+            ELSE now()
+        END,
+        last_error = coalesce(result.error, jobs.last_error),
+        locked_by = NULL,
+        lease_expires_at = NULL
+    FROM result
+    WHERE jobs.id = result.id
+      AND jobs.attempt = result.attempt
+      AND jobs.locked_by = %(worker)s
+      AND jobs.state = 'running'
+    RETURNING jobs.id, jobs.attempt, jobs.started_at, jobs.state, result.outcome, result.error,
+              result.traceback, result.duration
+), history AS (
+    INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
+                              traceback, duration)
+    SELECT id, attempt, %(worker)s, started_at, now(),
+           CASE WHEN outcome = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
+           error, traceback, make_interval(secs => duration)
+    FROM finished
+)
+SELECT id, state FROM finished
+
+-- name: job_release
+-- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'.
+WITH handed_back AS (
+    SELECT *
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(started)s::bool[],
+                %(durations)s::float8[])
+        AS handed_back (id, attempt, started, duration)
+), released AS (
+    UPDATE jobs
+    SET state = 'available',
+        available_at = now(),
+        attempt = CASE WHEN handed_back.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
+        -- A release is not a failure: the budget grows by the attempt it used.
+        max_attempts = CASE WHEN handed_back.started THEN jobs.max_attempts + 1
+                            ELSE jobs.max_attempts END,
+        locked_by = NULL,
+        lease_expires_at = NULL
+    FROM handed_back
+    WHERE jobs.id = handed_back.id
+      AND jobs.attempt = handed_back.attempt
+      AND jobs.locked_by = %(worker)s
+      AND jobs.state = 'running'
+    RETURNING jobs.id, jobs.queue, jobs.attempt, jobs.started_at, handed_back.started,
+              handed_back.duration
+), history AS (
+    INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
+                              duration)
+    SELECT id, attempt, %(worker)s, started_at, now(), 'released',
+           'released at worker shutdown before the job finished', make_interval(secs => duration)
+    FROM released
+    WHERE started
+)
+SELECT released.id, pg_notify('pauta_jobs', released.queue) FROM released
+
+-- name: job_extend_leases
+-- Extend the leases of a worker's in-flight jobs; returns the ids it still owns.
+UPDATE jobs
+SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
+WHERE jobs.id = held.id
+  AND jobs.attempt = held.attempt
+  AND jobs.locked_by = %(worker)s
+  AND jobs.state = 'running'
+RETURNING jobs.id
+
+-- name: job_rescue_expired
+-- Return running jobs whose lease has expired to 'available' (or 'dead' when out of attempts).
+WITH expired AS MATERIALIZED (
+    SELECT id, attempt, locked_by, started_at, lease_expires_at
+    FROM jobs
+    WHERE state = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE jobs
+    SET state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'dead' ELSE 'available' END,
+        available_at = now(),
+        finished_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN now() END,
+        last_error = 'LeaseExpired: worker ' || expired.locked_by
+                     || ' stopped renewing its lease (crashed, killed or cut off)',
+        locked_by = NULL,
+        lease_expires_at = NULL
+    FROM expired
+    WHERE jobs.id = expired.id
+    RETURNING jobs.id, jobs.queue, jobs.state, jobs.last_error, expired.attempt,
+              expired.locked_by, expired.started_at, expired.lease_expires_at
+), history AS (
+    INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
+                              duration)
+    SELECT id, attempt, locked_by, started_at, now(), 'lease_expired', last_error,
+           lease_expires_at - started_at
+    FROM rescued
+)
+SELECT id, state, pg_notify('pauta_jobs', queue) FROM rescued
+
+-- name: job_prune
+-- Delete one batch of finished jobs older than their retention age (attempts go by cascade).
+WITH doomed AS (
+    SELECT id
+    FROM jobs
+    WHERE (state IN ('succeeded', 'cancelled')
+           AND finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8))
+       OR (state = 'dead'
+           AND finished_at < now() - make_interval(secs => %(keep_dead_seconds)s::float8))
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
+
+-- name: job_requeue
+-- Put a dead or cancelled job back to work now, with a fresh attempt budget; history is kept.
+WITH requeued AS (
+    UPDATE jobs
+    SET state = 'available',
+        available_at = now(),
+        finished_at = NULL,
+        max_attempts = jobs.attempt + %(attempt_budget)s
+    WHERE id = %(id)s AND state IN ('dead', 'cancelled')
+    RETURNING id, queue
+)
+SELECT id, pg_notify('pauta_jobs', queue) FROM requeued
+
+-- name: job_cancel
+-- Withdraw a job that is waiting (now or scheduled) so it never runs.
+UPDATE jobs
+SET state = 'cancelled', finished_at = now()
+WHERE id = %(id)s AND state = 'available'
+RETURNING id
+
+-- name: job_run_now
+-- Make a scheduled or backing-off job visible at once.
+WITH advanced AS (
+    UPDATE jobs
+    SET available_at = now()
+    WHERE id = %(id)s AND state = 'available' AND available_at > now()
+    RETURNING id, queue
+)
+SELECT id, pg_notify('pauta_jobs', queue) FROM advanced
+
+-- name: job_get
+-- One job row, for explaining why an operation did not apply.
+SELECT id, tenant_id, queue, task, payload, priority, state, attempt, max_attempts, available_at,
+       available_at > now() AS scheduled, created_at, started_at, finished_at, lease_expires_at,
+       locked_by, last_error, unique_key
+FROM jobs
+WHERE id = %(id)s
+
+-- name: job_attempt_list
+-- A job's attempt history, oldest first.
+SELECT attempt, worker, started_at, finished_at, outcome, error, traceback,
+       extract(epoch FROM duration)::float8 AS duration_seconds
+FROM job_attempts
+WHERE job_id = %(id)s
+ORDER BY attempt
+
+-- name: queue_pause
+-- Pause a queue (creating its row if need be): no job of it is claimed until resumed.
+INSERT INTO queues (name, paused, paused_at, paused_by)
+VALUES (%(queue)s, true, now(), %(paused_by)s)
+ON CONFLICT (name) DO UPDATE
+SET paused = true, paused_at = now(), paused_by = excluded.paused_by
+
+-- name: queue_resume
+-- Resume a paused queue and wake its workers.
+WITH resumed AS (
+    UPDATE queues
+    SET paused = false, paused_at = NULL, paused_by = NULL
+    WHERE name = %(queue)s
+    RETURNING name
+)
+SELECT name, pg_notify('pauta_jobs', name) FROM resumed
+
+-- name: queue_list
+-- Every known queue with its paused state.
+SELECT name, paused, paused_at, paused_by, created_at FROM queues ORDER BY name
+
+-- name: queue_state_counts
+-- Jobs per queue and state; 'scheduled' counts available jobs whose time has not come.
+SELECT queue,
+       CASE WHEN state = 'available' AND available_at > now() THEN 'scheduled' ELSE state END
+           AS state,
+       count(*) AS jobs
+FROM jobs
+GROUP BY 1, 2
+ORDER BY 1, 2
+
+-- name: leader_try_acquire
+-- Try to become the one maintenance leader (session advisory lock; freed if the session dies).
+SELECT pg_try_advisory_lock(%(key)s::bigint)
+
+-- name: leader_release
+-- Step down as maintenance leader.
+SELECT pg_advisory_unlock(%(key)s::bigint)

@@ -1,0 +1,108 @@
+"""The task registry: which function runs a task name, on which queue, with which retry policy."""
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobqueue.backoff import RetryPolicy
+from jobqueue.errors import InvalidPayload, UnknownTask
+
+DEFAULT_QUEUE = "default"
+
+TaskFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    name: str
+    function: TaskFunction
+    queue: str
+    retry: RetryPolicy
+    pass_context: bool
+
+    def call_arguments(self, payload: Any) -> Mapping[str, Any]:
+        """Check that ``payload`` fits the function's signature; return it as keyword arguments.
+
+        A payload that does not fit can never succeed, so it raises :class:`InvalidPayload`
+        (a permanent error) instead of failing attempt after attempt.
+        """
+        if not isinstance(payload, dict):
+            raise InvalidPayload(
+                f"task {self.name!r} takes a JSON object as payload, not {type(payload).__name__}"
+            )
+        signature = inspect.signature(self.function)
+        try:
+            if self.pass_context:
+                signature.bind(None, **payload)
+            else:
+                signature.bind(**payload)
+        except TypeError as error:
+            raise InvalidPayload(f"payload does not fit task {self.name!r}: {error}") from None
+        return payload
+
+
+class TaskRegistry:
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        retry: RetryPolicy | None = None,
+        pass_context: bool = False,
+    ) -> Callable[[TaskFunction], TaskFunction]:
+        """Register the decorated function as a task.
+
+        The payload's keys become the function's keyword arguments. With ``pass_context`` the
+        function also gets a :class:`jobqueue.execution.JobContext` as its first argument.
+        """
+
+        def register(function: TaskFunction) -> TaskFunction:
+            task_name = name or function.__name__
+            existing = self._tasks.get(task_name)
+            if existing is not None and existing.function is not function:
+                raise ValueError(f"task {task_name!r} is already registered")
+            self._tasks[task_name] = Task(
+                name=task_name,
+                function=function,
+                queue=queue,
+                retry=retry or RetryPolicy(),
+                pass_context=pass_context,
+            )
+            return function
+
+        return register
+
+    def get(self, name: str) -> Task | None:
+        return self._tasks.get(name)
+
+    def require(self, name: str) -> Task:
+        task = self._tasks.get(name)
+        if task is None:
+            known = ", ".join(sorted(self._tasks)) or "none"
+            raise UnknownTask(f"unknown task {name!r}; registered tasks are: {known}")
+        return task
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(sorted(self._tasks.values(), key=lambda task: task.name))
+
+
+registry = TaskRegistry()
+"""The process-wide registry that ``@task`` fills and the runner reads."""
+
+task = registry.task
+
+BUILTIN_TASK_MODULE = "jobqueue.builtin_tasks"
+
+
+def import_task_modules(modules: Iterable[str]) -> None:
+    """Import the modules whose ``@task`` decorators fill the registry (built-ins always)."""
+    for module in (BUILTIN_TASK_MODULE, *modules):
+        importlib.import_module(module)

@@ -1,0 +1,30 @@
+"""SQLAlchemy models: tables, constraints and indexes, and nothing else."""
+
+from datetime import datetime
+
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import DateTime, MetaData
+from sqlalchemy.orm import DeclarativeBase, registry
+
+NAMING_CONVENTION = {
+    "ix": "%(table_name)s_%(column_0_N_name)s_idx",
+    "uq": "%(table_name)s_%(column_0_N_name)s_key",
+    "ck": "%(table_name)s_%(constraint_name)s_check",
+    "fk": "%(table_name)s_%(column_0_N_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+
+class Base(DeclarativeBase):
+    registry = registry(
+        metadata=MetaData(naming_convention=NAMING_CONVENTION),
+        type_annotation_map={datetime: DateTime(timezone=True)},
+    )
+
+
+db = SQLAlchemy(model_class=Base)
+
+from models.jobs import Job, JobAttempt, Queue  # noqa: E402
+from models.tenancy import Tenant  # noqa: E402
+
+__all__ = ["Job", "JobAttempt", "Queue", "Tenant", "db"]

@@ -1,0 +1,109 @@
+"""The engine's tables: queues, jobs and the attempt history.
+
+The engine itself reads and writes them with the SQL in jobqueue/queries.sql; these models
+declare the schema (for migrations) and serve read-only pages.
+"""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    SmallInteger,
+    Text,
+    false,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import INTERVAL, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from jobqueue.states import AttemptOutcome, JobState
+from models import db
+
+
+def _one_of(column: str, values: type[JobState] | type[AttemptOutcome]) -> str:
+    return f"{column} IN ({', '.join(repr(str(value)) for value in values)})"
+
+
+class Queue(db.Model):
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    paused: Mapped[bool] = mapped_column(server_default=false())
+    paused_at: Mapped[datetime | None]
+    paused_by: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Job(db.Model):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_one_of("state", JobState), name="state"),
+        CheckConstraint("max_attempts > 0", name="max_attempts"),
+        CheckConstraint(
+            "(state = 'running') = (locked_by IS NOT NULL AND lease_expires_at IS NOT NULL)",
+            name="running_has_lease",
+        ),
+        # The claim query filters and orders by exactly these columns.
+        Index(
+            "jobs_claim_idx",
+            "queue",
+            "priority",
+            "available_at",
+            "id",
+            postgresql_where=text("state = 'available'"),
+        ),
+        # The lease sweeper's index.
+        Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
+        # Dead jobs per queue, for the dead-letter views and counts.
+        Index("jobs_dead_idx", "queue", "finished_at", postgresql_where=text("state = 'dead'")),
+        # A unique key holds while its job is waiting or running.
+        Index(
+            "jobs_unique_key_idx",
+            "tenant_id",
+            "unique_key",
+            unique=True,
+            postgresql_where=text("unique_key IS NOT NULL AND state IN ('available', 'running')"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
+    queue: Mapped[str] = mapped_column(Text)
+    task: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    priority: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    state: Mapped[str] = mapped_column(Text, server_default=text("'available'"))
+    attempt: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    max_attempts: Mapped[int] = mapped_column(Integer, server_default=text("5"))
+    available_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    lease_expires_at: Mapped[datetime | None]
+    locked_by: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    unique_key: Mapped[str | None] = mapped_column(Text)
+
+
+class JobAttempt(db.Model):
+    __tablename__ = "job_attempts"
+    __table_args__ = (CheckConstraint(_one_of("outcome", AttemptOutcome), name="outcome"),)
+
+    job_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime]
+    outcome: Mapped[str] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    duration: Mapped[timedelta] = mapped_column(INTERVAL)

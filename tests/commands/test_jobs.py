@@ -1,0 +1,104 @@
+"""`flask jobs ...`: what it prints, and bad arguments refused before anything is written."""
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobqueue import JobStore, enqueue
+from tests.support.db import job_row, scalar
+
+Conn = psycopg.Connection[Any]
+
+
+def test_enqueue_prints_the_new_ids(cli: Any, conn: Conn) -> None:
+    result = cli.invoke(
+        args=["jobs", "enqueue", "sleep", "--payload", '{"seconds": 1}', "--count", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    ids = [int(line) for line in result.output.split()]
+    assert len(ids) == 3
+    assert job_row(conn, ids[0])["payload"] == {"seconds": 1}
+
+
+def test_enqueue_with_every_option(cli: Any, conn: Conn) -> None:
+    conn.execute("INSERT INTO tenants (slug, name) VALUES ('acme', 'Acme')")
+    result = cli.invoke(
+        args=[
+            "jobs", "enqueue", "noop", "--queue", "reports", "--delay", "60", "--priority", "-1",
+            "--max-attempts", "2", "--tenant", "acme",
+        ]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    row = job_row(conn, int(result.output))
+    assert (row["queue"], row["priority"], row["max_attempts"]) == ("reports", -1, 2)
+    assert row["tenant_id"] == scalar(conn, "SELECT id FROM tenants WHERE slug = 'acme'")
+    assert row["available_at"] > row["created_at"]
+
+
+def test_enqueue_many_prints_a_count(cli: Any, conn: Conn) -> None:
+    result = cli.invoke(args=["jobs", "enqueue", "noop", "--count", "500"])
+    assert result.exit_code == 0
+    assert result.output.startswith("enqueued 500 jobs")
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 500
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no_such"], "Error: unknown task 'no_such'; registered tasks are: "),
+        (["noop", "--payload", "{nope"], "Error: --payload is not valid JSON: "),
+        (["noop", "--payload", "[1, 2]"], "Error: --payload must be a JSON object"),
+        (["noop", "--delay", "-5"], "Error: --delay must be zero or more seconds, not -5"),
+        (["noop", "--at", "tomorrow"], "Error: --at 'tomorrow' is not an ISO 8601 time"),
+        (["noop", "--at", "2030-01-01T09:00"], "Error: --at '2030-01-01T09:00' needs a UTC offset"),
+        (["noop", "--tenant", "ghost"], "Error: unknown tenant 'ghost'"),
+        (["noop", "--queue", "Not OK"], "Error: queue name 'Not OK' is invalid"),
+        (["noop", "--count", "0"], "Error: --count must be at least 1, not 0"),
+        (["noop", "--max-attempts", "0"], "Error: max_attempts must be at least 1, not 0"),
+        (["noop", "--delay", "1", "--at", "2030-01-01T09:00+00:00"], "Error: give --delay or --at"),
+    ],
+)
+def test_bad_arguments_exit_non_zero_with_one_sentence_and_write_nothing(
+    cli: Any, conn: Conn, args: list[str], message: str
+) -> None:
+    result = cli.invoke(args=["jobs", "enqueue", *args])
+    assert result.exit_code != 0
+    assert result.output.startswith(message), result.output
+    assert result.output.count("\n") == 1
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_stats_as_table_and_json(cli: Any, conn: Conn) -> None:
+    enqueue(conn, "noop")
+    enqueue(conn, "noop", delay=600)
+    JobStore(conn).pause_queue("default", "test")
+    table = cli.invoke(args=["jobs", "stats"])
+    assert table.exit_code == 0
+    assert "default" in table.output and "(paused)" in table.output
+    data = json.loads(cli.invoke(args=["jobs", "stats", "--json"]).output)
+    assert data == {"queues": {"default": {"available": 1, "scheduled": 1}}, "paused": ["default"]}
+
+
+def test_requeue_pause_and_resume(cli: Any, conn: Conn) -> None:
+    job_id = enqueue(conn, "noop")
+    refused = cli.invoke(args=["jobs", "requeue", str(job_id)])
+    assert refused.exit_code == 1
+    assert "only dead or cancelled jobs can be requeued" in refused.output
+    conn.execute(
+        "UPDATE jobs SET state = 'dead', attempt = 5, finished_at = now() WHERE id = %s", (job_id,)
+    )
+    assert cli.invoke(args=["jobs", "requeue", str(job_id)]).output == f"job {job_id} requeued\n"
+    assert (job_row(conn, job_id)["state"], job_row(conn, job_id)["max_attempts"]) == (
+        "available",
+        10,
+    )
+    assert (
+        cli.invoke(args=["jobs", "requeue", "999999"]).output == "Error: there is no job 999999\n"
+    )
+    assert cli.invoke(args=["jobs", "pause", "default"]).exit_code == 0
+    assert scalar(conn, "SELECT paused FROM queues WHERE name = 'default'") is True
+    assert cli.invoke(args=["jobs", "resume", "default"]).exit_code == 0
+    assert scalar(conn, "SELECT paused FROM queues WHERE name = 'default'") is False
+    assert cli.invoke(args=["jobs", "resume", "nowhere"]).exit_code == 1

@@ -1,0 +1,156 @@
+"""Enqueue joins the caller's transaction: psycopg connections and SQLAlchemy sessions."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from app import sqlalchemy_url
+from jobqueue import EnqueueError, JobRequest, PayloadTooLarge, enqueue, enqueue_many
+from tests.support.db import job_row, scalar
+
+Conn = psycopg.Connection[Any]
+
+
+def test_rolled_back_enqueue_leaves_no_row(conn: Conn) -> None:
+    with pytest.raises(RuntimeError), conn.transaction():
+        enqueue(conn, "noop")
+        raise RuntimeError("the caller's work failed")
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_committed_enqueue_is_a_waiting_job(conn: Conn) -> None:
+    with conn.transaction():
+        job_id = enqueue(conn, "sleep", {"seconds": 1}, queue="reports", priority=-3)
+    row = job_row(conn, job_id)
+    assert row["state"] == "available"
+    assert (row["queue"], row["task"], row["payload"]) == ("reports", "sleep", {"seconds": 1})
+    assert (row["priority"], row["attempt"], row["max_attempts"]) == (-3, 0, 5)
+    assert row["tenant_id"] == scalar(conn, "SELECT id FROM tenants WHERE slug = 'system'")
+    assert scalar(conn, "SELECT count(*) FROM queues WHERE name = 'reports'") == 1
+
+
+def test_enqueue_through_a_sqlalchemy_session_commits_and_rolls_back_with_it(
+    database_url: str,
+) -> None:
+    engine = create_engine(sqlalchemy_url(database_url))
+    try:
+        with Session(engine) as session:
+            session.execute(text("CREATE TABLE reviews (id int)"))
+            session.execute(text("INSERT INTO reviews VALUES (1)"))
+            enqueue(session, "noop")
+            session.rollback()
+        with Session(engine) as session:
+            job_id = enqueue(session, "noop")
+            session.commit()
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM jobs")).scalar() == 1
+            assert connection.execute(text("SELECT id FROM jobs")).scalar() == job_id
+            exists = connection.execute(text("SELECT to_regclass('reviews')")).scalar()
+            assert exists is None
+    finally:
+        engine.dispose()
+
+
+def test_notification_is_delivered_at_commit_and_not_for_scheduled_jobs(
+    conn: Conn, database_url: str
+) -> None:
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN pauta_jobs")
+        with conn.transaction():
+            enqueue(conn, "noop", queue="later", delay=60)
+            enqueue(conn, "noop", queue="mail")
+            enqueue(conn, "noop", queue="mail")
+            before_commit = list(listener.notifies(timeout=0.2))
+        after_commit = [n.payload for n in listener.notifies(timeout=1, stop_after=1)]
+        rest = [n.payload for n in listener.notifies(timeout=0.2)]
+    assert before_commit == []
+    assert after_commit + rest == ["mail"]
+
+
+def test_unique_key_returns_the_live_job_and_frees_up_when_it_finishes(conn: Conn) -> None:
+    first = enqueue(conn, "noop", unique_key="digest:42")
+    assert enqueue(conn, "noop", unique_key="digest:42") == first
+    other_tenant = scalar(
+        conn, "INSERT INTO tenants (slug, name) VALUES ('acme', 'Acme') RETURNING id"
+    )
+    assert enqueue(conn, "noop", unique_key="digest:42", tenant_id=other_tenant) != first
+    conn.execute("UPDATE jobs SET state = 'succeeded', finished_at = now() WHERE id = %s", (first,))
+    assert enqueue(conn, "noop", unique_key="digest:42") != first
+
+
+def test_delay_and_run_at_set_the_visibility_clock_from_database_time(conn: Conn) -> None:
+    delayed = enqueue(conn, "noop", delay=90)
+    at = datetime.now(UTC) + timedelta(days=2)
+    scheduled = enqueue(conn, "noop", run_at=at)
+    gap = scalar(
+        conn,
+        "SELECT extract(epoch FROM available_at - created_at) FROM jobs WHERE id = %s",
+        delayed,
+    )
+    assert 89.9 < float(gap) < 90.1
+    assert job_row(conn, scheduled)["available_at"] == at
+
+
+def test_bulk_enqueue_returns_ids_in_order_in_one_statement(conn: Conn) -> None:
+    requests = [JobRequest("sleep", {"seconds": n}, priority=n % 7) for n in range(5000)]
+    with conn.transaction():
+        ids = enqueue_many(conn, requests)
+    assert len(ids) == len(set(ids)) == 5000
+    rows = conn.execute("SELECT id, payload, priority FROM jobs ORDER BY id").fetchall()
+    assert [row[0] for row in rows] == ids
+    assert [row[1]["seconds"] for row in rows] == list(range(5000))
+    assert [row[2] for row in rows] == [n % 7 for n in range(5000)]
+
+
+def test_bulk_enqueue_answers_duplicates_with_the_existing_ids(conn: Conn) -> None:
+    existing = enqueue(conn, "noop", unique_key="k1")
+    ids = enqueue_many(
+        conn,
+        [
+            JobRequest("noop", unique_key="k1"),
+            JobRequest("noop", unique_key="k2"),
+            JobRequest("noop", unique_key="k2"),
+            JobRequest("noop"),
+        ],
+    )
+    assert ids[0] == existing
+    assert ids[1] == ids[2] != existing
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"payload": {"blob": "x" * 300_000}}, PayloadTooLarge, "the limit is 262,144 bytes"),
+        ({"payload": {"when": datetime.now(UTC)}}, EnqueueError, "is not JSON"),
+        ({"payload": {"ratio": float("nan")}}, EnqueueError, "is not JSON"),
+        ({"payload": ["a", "list"]}, EnqueueError, "must be a JSON object"),
+        ({"delay": -1}, EnqueueError, "delay must be zero or more"),
+        ({"delay": 1, "run_at": datetime.now(UTC)}, EnqueueError, "either delay or run_at"),
+        ({"run_at": datetime(2030, 1, 1)}, EnqueueError, "timezone-aware"),
+        ({"queue": "Bad Queue!"}, EnqueueError, "queue name"),
+        ({"priority": 40_000}, EnqueueError, "priority"),
+        ({"max_attempts": -2}, EnqueueError, "max_attempts"),
+    ],
+)
+def test_bad_enqueues_are_refused_and_write_nothing(
+    conn: Conn, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        enqueue(conn, "noop", **kwargs)
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_one_bad_request_refuses_the_whole_batch(conn: Conn) -> None:
+    with pytest.raises(EnqueueError):
+        enqueue_many(conn, [JobRequest("noop"), JobRequest("noop", delay=-5)])
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_unknown_tenant_is_refused_by_the_foreign_key(conn: Conn) -> None:
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        enqueue(conn, "noop", tenant_id=999_999)

@@ -1,0 +1,89 @@
+"""How one attempt is classified, with a registry of fake tasks (no database)."""
+
+from contextlib import nullcontext
+from datetime import UTC, datetime
+
+from jobqueue import PermanentError, RetryPolicy, TaskRegistry
+from jobqueue.execution import JobContext, run_job
+from jobqueue.store import ClaimedJob
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def claimed(task: str, payload: object, attempt: int = 1) -> ClaimedJob:
+    return ClaimedJob(7, 1, "default", task, payload, 0, attempt, 5, NOW, NOW)
+
+
+def registry_with_tasks() -> TaskRegistry:
+    tasks = TaskRegistry()
+
+    @tasks.task("add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @tasks.task("explode", retry=RetryPolicy(base_seconds=4, rng=lambda: 1.0))
+    def explode() -> None:
+        raise KeyError("missing")
+
+    @tasks.task("refuse")
+    def refuse() -> None:
+        raise PermanentError("never")
+
+    @tasks.task("context", pass_context=True)
+    def context(ctx: JobContext, expected: int) -> None:
+        assert ctx.job_id == expected
+
+    return tasks
+
+
+def run(task: str, payload: object, attempt: int = 1):  # type: ignore[no-untyped-def]
+    return run_job(claimed(task, payload, attempt), registry_with_tasks(), "w1", nullcontext)
+
+
+def test_success() -> None:
+    result = run("add", {"a": 1, "b": 2})
+    assert (result.outcome, result.error, result.job_id, result.attempt) == (
+        "succeeded",
+        None,
+        7,
+        1,
+    )
+    assert result.duration >= 0
+
+
+def test_unknown_task_is_dead_with_the_reason() -> None:
+    result = run("nope", {})
+    assert result.outcome == "dead"
+    assert result.error == "UnknownTask: no task named 'nope' is registered in this worker"
+
+
+def test_payload_that_does_not_fit_the_signature_is_dead() -> None:
+    result = run("add", {"a": 1})
+    assert result.outcome == "dead"
+    assert result.error is not None
+    assert result.error.startswith("InvalidPayload: payload does not fit task 'add'")
+    assert "'b'" in result.error
+
+
+def test_payload_that_is_not_an_object_is_dead() -> None:
+    result = run("add", [1, 2])
+    assert result.outcome == "dead"
+    assert result.error == "InvalidPayload: task 'add' takes a JSON object as payload, not list"
+
+
+def test_exception_fails_with_the_policy_delay_and_a_traceback() -> None:
+    result = run("explode", {}, attempt=3)
+    assert result.outcome == "failed"
+    assert result.error == "KeyError: 'missing'"
+    assert result.retry_delay == 16.0
+    assert result.traceback is not None and "raise KeyError" in result.traceback
+
+
+def test_permanent_error_is_dead_at_once() -> None:
+    result = run("refuse", {})
+    assert (result.outcome, result.error) == ("dead", "PermanentError: never")
+
+
+def test_context_is_passed_first() -> None:
+    assert run("context", {"expected": 7}).outcome == "succeeded"
+    assert run("context", {"expected": 8}).outcome == "failed"

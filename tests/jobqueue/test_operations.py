@@ -1,0 +1,108 @@
+"""Operator actions: requeue, cancel, run now, counts, pruning and the leader lock."""
+
+from typing import Any
+
+import psycopg
+
+from jobqueue import JobStore, enqueue
+from tests.jobqueue.test_leases import failure
+from tests.support.db import attempt_rows, job_row, scalar
+
+Conn = psycopg.Connection[Any]
+
+
+def test_requeue_a_dead_job_keeps_history_and_gives_a_fresh_budget(conn: Conn) -> None:
+    store = JobStore(conn)
+    job_id = enqueue(conn, "noop", max_attempts=1)
+    store.claim("default", 1, "w1", 30)
+    store.finish([failure(job_id)], "w1")
+    assert job_row(conn, job_id)["state"] == "dead"
+    assert store.requeue(job_id, attempt_budget=3) is True
+    row = job_row(conn, job_id)
+    assert (row["state"], row["attempt"], row["max_attempts"], row["finished_at"]) == (
+        "available",
+        1,
+        4,
+        None,
+    )
+    assert len(attempt_rows(conn, job_id)) == 1
+    [claimed] = store.claim("default", 1, "w1", 30)
+    assert claimed.attempt == 2
+
+
+def test_requeue_refuses_jobs_that_are_not_dead_or_cancelled(conn: Conn) -> None:
+    job_id = enqueue(conn, "noop")
+    assert JobStore(conn).requeue(job_id, 5) is False
+    assert job_row(conn, job_id)["max_attempts"] == 5
+
+
+def test_cancel_a_scheduled_job_but_not_a_running_one(conn: Conn) -> None:
+    store = JobStore(conn)
+    scheduled = enqueue(conn, "noop", delay=600)
+    running = enqueue(conn, "noop")
+    store.claim("default", 5, "w1", 30)
+    assert store.cancel(scheduled) is True
+    assert store.cancel(running) is False
+    assert job_row(conn, scheduled)["state"] == "cancelled"
+    assert store.requeue(scheduled, 5) is True
+
+
+def test_run_now_makes_a_scheduled_job_visible(conn: Conn) -> None:
+    store = JobStore(conn)
+    job_id = enqueue(conn, "noop", delay=600)
+    assert store.claim("default", 5, "w1", 30) == []
+    assert store.run_now(job_id) is True
+    assert store.run_now(job_id) is False
+    assert [job.id for job in store.claim("default", 5, "w1", 30)] == [job_id]
+
+
+def test_state_counts_split_scheduled_from_waiting(conn: Conn) -> None:
+    store = JobStore(conn)
+    enqueue(conn, "noop")
+    enqueue(conn, "noop")
+    enqueue(conn, "noop", delay=600)
+    enqueue(conn, "noop", queue="mail")
+    store.claim("mail", 1, "w1", 30)
+    assert store.state_counts() == {
+        "default": {"available": 2, "scheduled": 1},
+        "mail": {"running": 1},
+    }
+
+
+def test_prune_deletes_only_finished_jobs_past_their_age(conn: Conn) -> None:
+    store = JobStore(conn)
+    old_done, new_done, old_dead, waiting = (enqueue(conn, "noop") for _ in range(4))
+    conn.execute(
+        "UPDATE jobs SET state = 'succeeded', finished_at = now() - interval '2 days'"
+        " WHERE id = %s",
+        (old_done,),
+    )
+    conn.execute(
+        "UPDATE jobs SET state = 'succeeded', finished_at = now() WHERE id = %s", (new_done,)
+    )
+    conn.execute(
+        "UPDATE jobs SET state = 'dead', finished_at = now() - interval '2 days' WHERE id = %s",
+        (old_dead,),
+    )
+    conn.execute(
+        "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,"
+        " duration) VALUES (%s, 1, 'w1', now(), now(), 'succeeded', '1s')",
+        (old_done,),
+    )
+    assert store.prune(keep_succeeded_seconds=86400, keep_dead_seconds=14 * 86400, limit=100) == 1
+    remaining = {row[0] for row in conn.execute("SELECT id FROM jobs")}
+    assert remaining == {new_done, old_dead, waiting}
+    assert scalar(conn, "SELECT count(*) FROM job_attempts") == 0
+
+
+def test_only_one_session_holds_the_leader_lock(database_url: str) -> None:
+    with (
+        psycopg.connect(database_url, autocommit=True) as first,
+        psycopg.connect(database_url, autocommit=True) as second,
+    ):
+        assert JobStore(first).try_become_leader() is True
+        assert JobStore(second).try_become_leader() is False
+        JobStore(first).step_down()
+        assert JobStore(second).try_become_leader() is True
+    with psycopg.connect(database_url, autocommit=True) as third:
+        assert JobStore(third).try_become_leader() is True  # a closed session frees the lock

@@ -1,0 +1,38 @@
+"""Small read helpers for asserting on the engine's tables."""
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+
+def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    with conn.cursor(row_factory=dict_row) as cursor:
+        row = cursor.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None, f"job {job_id} does not exist"
+    return row
+
+
+def attempt_rows(conn: psycopg.Connection[Any], job_id: int) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cursor:
+        return cursor.execute(
+            "SELECT * FROM job_attempts WHERE job_id = %s ORDER BY attempt", (job_id,)
+        ).fetchall()
+
+
+def scalar(conn: psycopg.Connection[Any], sql: str, *params: Any) -> Any:
+    row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return row[0]
+
+
+def create_test_tables(conn: psycopg.Connection[Any]) -> None:
+    """Tables the test tasks write to: a ledger of completed runs and a log of starts."""
+    conn.execute(
+        "CREATE TABLE ledger (job_id bigint PRIMARY KEY, attempt int NOT NULL,"
+        " worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    )
+    conn.execute(
+        "CREATE TABLE started (job_id bigint, attempt int, worker text NOT NULL,"
+        " at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (job_id, attempt))"
+    )
