@@ -11,7 +11,7 @@ run: $(INSTALLED)
 	$(PY) -m devtools.run
 
 test: $(INSTALLED) lint
-	DATABASE_URL="$$($(PY) -m devtools.database)" $(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) -m devtools.database $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

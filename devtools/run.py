@@ -57,9 +57,12 @@ def demo(env: dict[str, str]) -> None:
 
 def main() -> int:
     VAR.mkdir(exist_ok=True)
-    url, description = database_url()
-    print(description, flush=True)
-    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()}
+    with database_url() as (url, description):
+        print(description, flush=True)
+        return serve({**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()})
+
+
+def serve(env: dict[str, str]) -> int:
     flask("db", "upgrade", env=env)
 
     stop: list[int] = []
@@ -67,11 +70,24 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda signum, _: stop.append(signum))
     (VAR / "run.pid").write_text(str(os.getpid()))
 
-    worker = subprocess.Popen([sys.executable, "worker.py", "--queues", QUEUES], env=env, cwd=ROOT)
+    # Children get their own process group: Ctrl-C reaches only this process, which then sends
+    # each child one SIGTERM (a second signal would make the worker stop without draining).
+    worker = subprocess.Popen(
+        [sys.executable, "worker.py", "--queues", QUEUES], env=env, cwd=ROOT, process_group=0
+    )
     console = subprocess.Popen(
-        [str(BIN / "gunicorn"), "wsgi:app", "--bind", f"127.0.0.1:{PORT}", "--workers", "2"],
+        [
+            str(BIN / "gunicorn"),
+            "wsgi:app",
+            "--bind",
+            f"127.0.0.1:{PORT}",
+            "--workers",
+            "2",
+            "--no-control-socket",
+        ],
         env=env,
         cwd=ROOT,
+        process_group=0,
     )
     children = [worker, console]
     try:
