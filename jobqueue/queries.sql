@@ -18,13 +18,15 @@ DO NOTHING
 RETURNING id
 
 -- name: job_insert_many
--- Insert a batch of jobs without unique keys from parallel (binary) arrays; ids in input order.
+-- Insert a batch of jobs without unique keys from parallel arrays (payloads: one JSON array);
+-- returns their ids in input order.
 WITH input AS MATERIALIZED (
     SELECT nextval('jobs_id_seq') AS id, batch.*
-    FROM unnest(
-        %(tenant_ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::jsonb[],
-        %(priorities)b::smallint[], %(max_attempts)b::int[], %(delays)b::float8[],
-        %(run_ats)b::timestamptz[]
+    FROM ROWS FROM (
+        unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
+        jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
+        unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
+        unnest(%(run_ats)b::timestamptz[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
                                 run_at, position)
 ), inserted AS (
@@ -40,10 +42,11 @@ SELECT array_agg(id ORDER BY position) FROM input
 -- the ids actually inserted (the others are duplicates of a live job's key).
 WITH input AS MATERIALIZED (
     SELECT nextval('jobs_id_seq') AS id, batch.*
-    FROM unnest(
-        %(tenant_ids)b::bigint[], %(queues)b::text[], %(tasks)b::text[], %(payloads)b::jsonb[],
-        %(priorities)b::smallint[], %(max_attempts)b::int[], %(delays)b::float8[],
-        %(run_ats)b::timestamptz[], %(unique_keys)b::text[]
+    FROM ROWS FROM (
+        unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
+        jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
+        unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
+        unnest(%(run_ats)b::timestamptz[]), unnest(%(unique_keys)b::text[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
                                 run_at, unique_key, position)
 ), inserted AS (

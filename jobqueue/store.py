@@ -5,6 +5,7 @@ connections are in autocommit mode, so each statement is its own transaction; an
 through a caller's connection joins the caller's transaction.
 """
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,12 +33,11 @@ class ClaimedJob:
     started_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewJob:
-    """One row to insert; see jobqueue.enqueue for the public way to build these."""
+    """One row to insert, checked; see jobqueue.enqueue for the public way to build these."""
 
     task: str
-    payload: str  # JSON text, already validated
     queue: str
     tenant_id: int | None
     priority: int
@@ -70,9 +70,10 @@ class JobStore:
 
     # -- enqueue -------------------------------------------------------------------------------
 
-    def insert_job(self, job: NewJob) -> int:
+    def insert_job(self, job: NewJob, payload: str) -> int:
+        """Insert one job with its payload (JSON text); a live duplicate's id if its key is held."""
         for _ in range(3):
-            row = self._execute("job_insert", _insert_params(job)).fetchone()
+            row = self._execute("job_insert", _insert_params(job, payload)).fetchone()
             if row is not None:
                 return int(row[0])
             existing = self._find_live(job.tenant_id, job.unique_key)
@@ -81,12 +82,13 @@ class JobStore:
             # The holder of the key finished between our insert and our look-up: insert again.
         raise RuntimeError(f"could not insert or find the job with unique key {job.unique_key!r}")
 
-    def insert_jobs(self, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, jobs: Sequence[NewJob], payloads: str) -> list[int]:
+        """Insert jobs in one statement; ``payloads`` is a JSON array, one object per job."""
         params = {
             "tenant_ids": [job.tenant_id for job in jobs],
             "queues": [job.queue for job in jobs],
             "tasks": [job.task for job in jobs],
-            "payloads": [job.payload for job in jobs],
+            "payloads": payloads,
             "priorities": [job.priority for job in jobs],
             "max_attempts": [job.max_attempts for job in jobs],
             "delays": [job.delay_seconds for job in jobs],
@@ -97,9 +99,12 @@ class JobStore:
         params["unique_keys"] = [job.unique_key for job in jobs]
         row = _one(self._execute("job_insert_many_unique", params))
         ids, inserted = list(row[0]), set(row[1])
-        for position, job_id in enumerate(ids):
-            if job_id not in inserted:  # a live job holds its unique key: answer with its id
-                ids[position] = self.insert_job(jobs[position])
+        if len(inserted) < len(ids):
+            documents = json.loads(payloads)
+            for position, job_id in enumerate(ids):
+                if job_id not in inserted:  # a live job holds its unique key: answer with its id
+                    payload = json.dumps(documents[position])
+                    ids[position] = self.insert_job(jobs[position], payload)
         return ids
 
     def _find_live(self, tenant_id: int | None, unique_key: str | None) -> int | None:
@@ -223,12 +228,12 @@ def _one(cursor: psycopg.Cursor[Any]) -> Any:
     return row
 
 
-def _insert_params(job: NewJob) -> dict[str, Any]:
+def _insert_params(job: NewJob, payload: str) -> dict[str, Any]:
     return {
         "tenant_id": job.tenant_id,
         "queue": job.queue,
         "task": job.task,
-        "payload": job.payload,
+        "payload": payload,
         "priority": job.priority,
         "max_attempts": job.max_attempts,
         "delay": job.delay_seconds,
