@@ -13,13 +13,17 @@ import threading
 from queue import Empty, SimpleQueue
 
 from jobqueue import settings as defaults
+from jobqueue.connections import DatabaseNotReady, check_database
 from jobqueue.registry import import_task_modules
 from jobqueue.runner import Runner
 from jobqueue.settings import RunnerSettings, SettingsError, parse_queues
 
 EXIT_OK = 0
+EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the database could not be reached at start
 EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug stopped the runner
 EXIT_CONFIG = 78  # EX_CONFIG: the settings are wrong; restarting will not help
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 log = logging.getLogger("worker")
 
@@ -34,11 +38,22 @@ def parse_settings(argv: list[str]) -> RunnerSettings:
     parser.add_argument("--poll", type=float, default=defaults.DEFAULT_POLL_SECONDS)
     parser.add_argument("--prefetch", type=int, default=defaults.DEFAULT_PREFETCH)
     parser.add_argument("--sweep", type=float, default=defaults.DEFAULT_SWEEP_SECONDS)
+    parser.add_argument("--prune", type=float, default=defaults.DEFAULT_PRUNE_SECONDS)
+    parser.add_argument(
+        "--keep-succeeded", type=float, default=defaults.DEFAULT_KEEP_SUCCEEDED_SECONDS
+    )
+    parser.add_argument("--keep-dead", type=float, default=defaults.DEFAULT_KEEP_DEAD_SECONDS)
     parser.add_argument("--no-maintenance", action="store_true")
+    parser.add_argument("--connect-wait", type=float, default=defaults.DEFAULT_CONNECT_WAIT_SECONDS)
     parser.add_argument("--log-level", default=os.environ.get("PAUTA_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
+    level = args.log_level.upper()
+    if level not in LOG_LEVELS:
+        raise SettingsError(
+            f"log_level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}"
+        )
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -51,7 +66,11 @@ def parse_settings(argv: list[str]) -> RunnerSettings:
         poll_seconds=args.poll,
         prefetch=args.prefetch,
         sweep_seconds=args.sweep,
+        prune_seconds=args.prune,
+        keep_succeeded_seconds=args.keep_succeeded,
+        keep_dead_seconds=args.keep_dead,
         maintenance=not args.no_maintenance,
+        connect_wait_seconds=args.connect_wait,
         task_modules=tuple(name.strip() for name in args.tasks.split(",") if name.strip()),
     )
 
@@ -94,6 +113,11 @@ def main(argv: list[str]) -> int:
     except ImportError as error:
         print(f"worker.py: cannot import task module: {error}", file=sys.stderr)
         return EXIT_CONFIG
+    try:
+        check_database(settings.database_url, settings.connect_wait_seconds)
+    except DatabaseNotReady as error:
+        print(f"worker.py: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE if error.retryable else EXIT_CONFIG
     return serve(settings)
 
 

@@ -14,8 +14,9 @@ import psycopg
 from flask import current_app
 from flask.cli import AppGroup
 
-from jobqueue.enqueue import JobRequest, enqueue_many
-from jobqueue.errors import EnqueueError
+from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
+from jobqueue.enqueue import QUEUE_NAME, JobRequest, enqueue_many
+from jobqueue.errors import EnqueueError, OperationRefused
 from jobqueue.registry import registry
 from jobqueue.store import JobStore
 
@@ -122,7 +123,10 @@ def stats_command(as_json: bool) -> None:
     """Print job counts per queue and state."""
     with _store() as store:
         counts = store.state_counts()
-        paused = {queue["name"] for queue in store.queues() if queue["paused"]}
+        queues = store.queues()
+    paused = {queue["name"] for queue in queues if queue["paused"]}
+    for queue in queues:
+        counts.setdefault(queue["name"], {})
     if as_json:
         click.echo(json.dumps({"queues": counts, "paused": sorted(paused)}, sort_keys=True))
         return
@@ -143,8 +147,12 @@ def requeue_command(job_id: int) -> None:
         if job is None:
             raise click.ClickException(f"there is no job {job_id}")
         task = registry.get(job["task"])
-        budget = task.retry.max_attempts if task else job["max_attempts"]
-        if not store.requeue(job_id, budget):
+        budget = task.retry.max_attempts if task else DEFAULT_MAX_ATTEMPTS
+        try:
+            requeued = store.requeue(job_id, budget)
+        except OperationRefused as error:
+            raise click.ClickException(str(error)) from None
+        if not requeued:
             raise click.ClickException(
                 f"job {job_id} is {job['state']}; only dead or cancelled jobs can be requeued"
             )
@@ -155,6 +163,10 @@ def requeue_command(job_id: int) -> None:
 @click.argument("queue")
 def pause_command(queue: str) -> None:
     """Stop workers from claiming jobs of QUEUE (running jobs finish)."""
+    if not QUEUE_NAME.match(queue):
+        raise click.ClickException(
+            f"queue name {queue!r} is invalid: use 1-63 lowercase letters, digits, '_', '.' or '-'"
+        )
     with _store() as store:
         store.pause_queue(queue, paused_by="cli")
     click.echo(f"queue {queue} paused")

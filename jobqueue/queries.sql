@@ -150,7 +150,8 @@ WITH handed_back AS (
 ), released AS (
     UPDATE jobs
     SET state = 'available',
-        available_at = now(),
+        -- An unstarted job keeps its place in line; a started one goes to the back.
+        available_at = CASE WHEN handed_back.started THEN now() ELSE jobs.available_at END,
         attempt = CASE WHEN handed_back.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
         -- A release is not a failure: the budget grows by the attempt it used.
         max_attempts = CASE WHEN handed_back.started THEN jobs.max_attempts + 1
@@ -175,7 +176,7 @@ WITH handed_back AS (
 SELECT released.id, pg_notify('pauta_jobs', released.queue) FROM released
 
 -- name: job_extend_leases
--- Extend the leases of a worker's in-flight jobs; returns the ids it still owns.
+-- Extend the leases of a worker's in-flight jobs; returns the (id, attempt) pairs it still owns.
 UPDATE jobs
 SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
@@ -183,7 +184,7 @@ WHERE jobs.id = held.id
   AND jobs.attempt = held.attempt
   AND jobs.locked_by = %(worker)s
   AND jobs.state = 'running'
-RETURNING jobs.id
+RETURNING jobs.id, jobs.attempt
 
 -- name: job_rescue_expired
 -- Return running jobs whose lease has expired to 'available' (or 'dead' when out of attempts).

@@ -4,7 +4,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from jobqueue.backoff import RetryPolicy
 from jobqueue.errors import InvalidPayload, UnknownTask
@@ -47,6 +47,10 @@ class TaskRegistry:
     def __init__(self) -> None:
         self._tasks: dict[str, Task] = {}
 
+    @overload
+    def task(self, name: TaskFunction, /) -> TaskFunction: ...
+
+    @overload
     def task(
         self,
         name: str | None = None,
@@ -54,12 +58,24 @@ class TaskRegistry:
         queue: str = DEFAULT_QUEUE,
         retry: RetryPolicy | None = None,
         pass_context: bool = False,
-    ) -> Callable[[TaskFunction], TaskFunction]:
-        """Register the decorated function as a task.
+    ) -> Callable[[TaskFunction], TaskFunction]: ...
+
+    def task(
+        self,
+        name: str | TaskFunction | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        retry: RetryPolicy | None = None,
+        pass_context: bool = False,
+    ) -> TaskFunction | Callable[[TaskFunction], TaskFunction]:
+        """Register the decorated function as a task: ``@task``, ``@task("name")`` or
+        ``@task(queue=..., retry=...)``; the task's name defaults to the function's.
 
         The payload's keys become the function's keyword arguments. With ``pass_context`` the
         function also gets a :class:`jobqueue.execution.JobContext` as its first argument.
         """
+        if callable(name):  # used bare, as @task
+            return self.task()(name)
 
         def register(function: TaskFunction) -> TaskFunction:
             task_name = name or function.__name__

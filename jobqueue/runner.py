@@ -22,15 +22,16 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from queue import Empty, SimpleQueue
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from jobqueue.connections import Link
 from jobqueue.execution import run_job
 from jobqueue.registry import TaskRegistry, registry
 from jobqueue.settings import RunnerSettings
@@ -41,57 +42,6 @@ RESULT_BATCH = 1000
 PRUNE_BATCH = 5000
 
 log = logging.getLogger("jobqueue.runner")
-
-T = TypeVar("T")
-
-
-class Link:
-    """A dedicated autocommit connection that reconnects, with backoff and jitter, after a break.
-
-    ``call`` runs a function with a :class:`JobStore` on the connection; when the connection is
-    broken it logs, waits (interrupted by ``stop``), reconnects and tries again until it succeeds
-    or ``stop`` is set, in which case it returns ``None``.
-    """
-
-    def __init__(self, url: str, name: str, stop: threading.Event) -> None:
-        self.url = url
-        self.name = name
-        self.stop = stop
-        self.connection: psycopg.Connection[Any] | None = None
-        self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
-
-    def connect(self) -> psycopg.Connection[Any]:
-        if self.connection is None or self.connection.closed:
-            self.connection = psycopg.connect(self.url, autocommit=True)
-            if self.on_connect is not None:
-                self.on_connect(self.connection)
-        return self.connection
-
-    def call(self, operation: Callable[[JobStore], T], *, tries: int | None = None) -> T | None:
-        """``tries`` bounds the attempts; ``None`` means until ``stop`` is set."""
-        failures = 0
-        while True:
-            try:
-                return operation(JobStore(self.connect()))
-            except psycopg.OperationalError as error:
-                self.close()
-                failures += 1
-                delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
-                log.warning(
-                    "%s: database connection lost (%s); retrying in %.2fs",
-                    self.name,
-                    str(error).strip().splitlines()[0] if str(error).strip() else error,
-                    delay,
-                )
-                if (tries is not None and failures >= tries) or self.stop.wait(delay):
-                    return None
-
-    def close(self) -> None:
-        if self.connection is not None:
-            try:
-                self.connection.close()
-            finally:
-                self.connection = None
 
 
 class Consumer:
@@ -106,7 +56,8 @@ class Consumer:
         self._buffer: SimpleQueue[ClaimedJob | None] = SimpleQueue()
         self._outstanding = 0  # claimed by this consumer and not yet handed to the completer
         self._lock = threading.Lock()
-        self._running: dict[int, tuple[ClaimedJob, float]] = {}  # started and not yet finished
+        # started and not yet finished, by (job id, attempt)
+        self._running: dict[tuple[int, int], tuple[ClaimedJob, float]] = {}
         self._abandoned = False
         self._link = Link(runner.settings.database_url, f"fetch[{queue}]", runner.stopping)
         self._fetcher = threading.Thread(
@@ -160,10 +111,10 @@ class Consumer:
         runner = self.runner
         while (job := self._buffer.get()) is not None:
             with self._lock:
-                self._running[job.id] = (job, time.monotonic())
+                self._running[job.id, job.attempt] = (job, time.monotonic())
             result = run_job(job, runner.tasks, runner.worker_id, runner.task_connection)
             with self._lock:
-                self._running.pop(job.id, None)
+                self._running.pop((job.id, job.attempt), None)
                 self._outstanding -= 1
                 abandoned = self._abandoned
             if not abandoned:
@@ -216,7 +167,8 @@ class Runner:
         self.crashed = threading.Event()  # a part died of a bug: the process must not go on
         self.is_leader = False
         self._results: SimpleQueue[AttemptResult | None] = SimpleQueue()
-        self._held: dict[int, int] = {}  # job id -> attempt, claimed and not yet written back
+        # (job id, attempt) claimed and not yet written back: what the heartbeat renews
+        self._held: set[tuple[int, int]] = set()
         self._held_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
@@ -294,8 +246,7 @@ class Runner:
 
     def hold(self, jobs: list[ClaimedJob]) -> None:
         with self._held_lock:
-            for job in jobs:
-                self._held[job.id] = job.attempt
+            self._held.update((job.id, job.attempt) for job in jobs)
 
     def submit(self, result: AttemptResult) -> None:
         self._results.put(result)
@@ -319,13 +270,12 @@ class Runner:
         rows = [(job.id, job.attempt, started, ran) for job, started, ran in jobs]
         released = link.call(lambda store: store.release(rows, self.worker_id), tries=5)
         link.close()
-        self._forget(job.id for job, _, _ in jobs)
+        self._forget((job.id, job.attempt) for job, _, _ in jobs)
         log.info("released %d of %d jobs back to their queues", len(released or []), len(jobs))
 
-    def _forget(self, job_ids: Any) -> None:
+    def _forget(self, attempts: Iterable[tuple[int, int]]) -> None:
         with self._held_lock:
-            for job_id in job_ids:
-                self._held.pop(job_id, None)
+            self._held.difference_update(attempts)
 
     # -- completer -----------------------------------------------------------------------------
 
@@ -354,7 +304,7 @@ class Runner:
         if written is None:
             log.error("could not write %d results before the deadline", len(batch))
             return
-        self._forget(result.job_id for result in batch)
+        self._forget((result.job_id, result.attempt) for result in batch)
         for result in batch:
             if result.job_id not in written:
                 log.warning(
@@ -377,18 +327,19 @@ class Runner:
         link = Link(self.settings.database_url, "heartbeat", self.closing)
         while not self.closing.wait(self.settings.heartbeat_seconds):
             with self._held_lock:
-                held = list(self._held.items())
+                held = list(self._held)
             if not held:
                 continue
             owned = link.call(partial(self._extend_leases, held=held), tries=1)
             if owned is None:
                 continue
-            for job_id, attempt in held:
-                if job_id not in owned:
-                    log.warning("lost job %d attempt %d: its lease expired", job_id, attempt)
+            lost = set(held) - owned
+            for job_id, attempt in lost:
+                log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
+            self._forget(lost)  # its result, if it comes, will be fenced out
         link.close()
 
-    def _extend_leases(self, store: JobStore, held: list[tuple[int, int]]) -> set[int]:
+    def _extend_leases(self, store: JobStore, held: list[tuple[int, int]]) -> set[tuple[int, int]]:
         return store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
 
     # -- listener ------------------------------------------------------------------------------
@@ -424,10 +375,10 @@ class Runner:
                 self.is_leader = bool(link.call(lambda store: store.try_become_leader()))
                 if self.is_leader:
                     log.info("worker %s is the maintenance leader", self.worker_id)
-            if self.is_leader:
-                link.call(self._sweep)
+            if self.is_leader:  # one try each: after a reconnect, leadership must be won again
+                link.call(self._sweep, tries=1)
                 if time.monotonic() >= next_prune:
-                    link.call(self._prune)
+                    link.call(self._prune, tries=1)
                     next_prune = time.monotonic() + settings.prune_seconds
             self.stopping.wait(settings.sweep_seconds * random.uniform(0.8, 1.2))  # noqa: S311
         link.close()  # ends the session, which frees the leader lock

@@ -14,6 +14,7 @@ DEFAULT_SWEEP_SECONDS = 5.0
 DEFAULT_PRUNE_SECONDS = 300.0
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
+DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 
 
 class SettingsError(ValueError):
@@ -34,6 +35,7 @@ class RunnerSettings:
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
     maintenance: bool = True  # take part in the leader election for sweeping and pruning
+    connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS  # at start, for the database
     task_modules: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -60,6 +62,10 @@ class RunnerSettings:
         ):
             if not getattr(self, name) > 0:
                 raise SettingsError(f"{name} must be more than 0, not {getattr(self, name)}")
+        if self.connect_wait_seconds < 0:
+            raise SettingsError(
+                f"connect_wait_seconds must be 0 or more, not {self.connect_wait_seconds}"
+            )
         if self.grace_seconds < 0:
             raise SettingsError(f"grace_seconds must be 0 or more, not {self.grace_seconds}")
         if self.prefetch < 0:

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from jobqueue.errors import OperationRefused
 from jobqueue.queries import all_queries
 
 LEADER_LOCK_KEY = 0x7061_7574_6100  # "pauta" in ASCII: the maintenance leader's advisory lock
@@ -146,15 +147,17 @@ class JobStore:
 
     def extend_leases(
         self, held: Sequence[tuple[int, int]], worker: str, lease_seconds: float
-    ) -> set[int]:
-        """Extend the leases of (id, attempt) pairs; returns the ids this worker still owns."""
+    ) -> set[tuple[int, int]]:
+        """Extend the leases of (id, attempt) pairs; returns the pairs this worker still owns."""
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],
             "worker": worker,
             "lease_seconds": lease_seconds,
         }
-        return {int(row[0]) for row in self._execute("job_extend_leases", params)}
+        return {
+            (int(job_id), attempt) for job_id, attempt in self._execute("job_extend_leases", params)
+        }
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -183,8 +186,16 @@ class JobStore:
     # -- operations ----------------------------------------------------------------------------
 
     def requeue(self, job_id: int, attempt_budget: int) -> bool:
+        """Requeue a dead or cancelled job; False if it is in another state. Refused while a live
+        job holds the same unique key (that job already does this one's work)."""
         params = {"id": job_id, "attempt_budget": attempt_budget}
-        return self._execute("job_requeue", params).fetchone() is not None
+        try:
+            with self.connection.transaction():
+                return self._execute("job_requeue", params).fetchone() is not None
+        except psycopg.errors.UniqueViolation:
+            raise OperationRefused(
+                f"job {job_id} cannot be requeued: a waiting or running job holds its unique key"
+            ) from None
 
     def cancel(self, job_id: int) -> bool:
         return self._execute("job_cancel", {"id": job_id}).fetchone() is not None

@@ -61,6 +61,12 @@ class Job(db.Model):
         ),
         # The lease sweeper's index.
         Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
+        # Finished jobs by age, for pruning.
+        Index(
+            "jobs_finished_idx",
+            "finished_at",
+            postgresql_where=text("state IN ('succeeded', 'dead', 'cancelled')"),
+        ),
         # Dead jobs per queue, for the dead-letter views and counts.
         Index("jobs_dead_idx", "queue", "finished_at", postgresql_where=text("state = 'dead'")),
         # A unique key holds while its job is waiting or running.
@@ -71,6 +77,15 @@ class Job(db.Model):
             unique=True,
             postgresql_where=text("unique_key IS NOT NULL AND state IN ('available', 'running')"),
         ),
+        # A high-churn table: vacuum it often so the claim index does not fill with dead entries.
+        {
+            "postgresql_with": {
+                "autovacuum_vacuum_scale_factor": "0.01",
+                "autovacuum_vacuum_threshold": "1000",
+                "autovacuum_vacuum_insert_scale_factor": "0.05",
+                "autovacuum_analyze_scale_factor": "0.02",
+            }
+        },
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)

@@ -216,3 +216,23 @@ def test_bad_settings_stop_the_start_with_one_sentence(database_url: str) -> Non
     worker = WorkerProcess(database_url, "--lease", "5", "--heartbeat", "10")
     assert worker.wait() == 78
     assert "heartbeat_seconds (10) must be at most half of lease_seconds (5)" in worker.lines[0]
+
+
+def test_a_worker_that_cannot_boot_says_why_with_a_named_exit_code(
+    database_url: str, template_database: str
+) -> None:
+    bad_level = WorkerProcess(database_url, "--log-level", "chatty")
+    assert bad_level.wait() == 78
+    assert bad_level.lines == [
+        "worker.py: log_level must be one of DEBUG, INFO, WARNING, ERROR, not 'chatty'"
+    ]
+    unreachable = WorkerProcess("postgresql://postgres@127.0.0.1:1/postgres", "--connect-wait", "0")
+    assert unreachable.wait() == 69
+    assert unreachable.lines[-1].startswith("worker.py: cannot reach the database within 0s:")
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute("DROP TABLE job_attempts, jobs")
+    unmigrated = WorkerProcess(database_url)
+    assert unmigrated.wait() == 78
+    assert unmigrated.lines == [
+        "worker.py: the database has no jobs table: run `flask --app app db upgrade` first"
+    ]

@@ -102,3 +102,28 @@ def test_requeue_pause_and_resume(cli: Any, conn: Conn) -> None:
     assert cli.invoke(args=["jobs", "resume", "default"]).exit_code == 0
     assert scalar(conn, "SELECT paused FROM queues WHERE name = 'default'") is False
     assert cli.invoke(args=["jobs", "resume", "nowhere"]).exit_code == 1
+    bad = cli.invoke(args=["jobs", "pause", "No Such Queue"])
+    assert (
+        bad.exit_code,
+        bad.output.startswith("Error: queue name 'No Such Queue' is invalid"),
+    ) == (
+        1,
+        True,
+    )
+
+
+def test_stats_lists_a_paused_queue_without_jobs(cli: Any) -> None:
+    cli.invoke(args=["jobs", "pause", "quiet"])
+    data = json.loads(cli.invoke(args=["jobs", "stats", "--json"]).output)
+    assert data == {"queues": {"quiet": {}}, "paused": ["quiet"]}
+
+
+def test_requeue_refused_by_a_held_unique_key_says_why(cli: Any, conn: Conn) -> None:
+    dead = enqueue(conn, "noop", unique_key="k")
+    conn.execute("UPDATE jobs SET state = 'dead', finished_at = now() WHERE id = %s", (dead,))
+    enqueue(conn, "noop", unique_key="k")
+    result = cli.invoke(args=["jobs", "requeue", str(dead)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: job {dead} cannot be requeued: a waiting or running job holds its unique key\n"
+    )

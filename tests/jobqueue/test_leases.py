@@ -83,7 +83,7 @@ def test_heartbeat_extends_only_the_leases_still_held(conn: Conn) -> None:
     held, lost = enqueue(conn, "noop"), enqueue(conn, "noop")
     store.claim("default", 2, "w1", 5)
     conn.execute("UPDATE jobs SET locked_by = 'w9' WHERE id = %s", (lost,))
-    assert store.extend_leases([(held, 1), (lost, 1)], "w1", 120) == {held}
+    assert store.extend_leases([(held, 1), (lost, 1)], "w1", 120) == {(held, 1)}
     remaining = scalar(
         conn, "SELECT extract(epoch FROM lease_expires_at - now()) FROM jobs WHERE id = %s", held
     )
@@ -118,6 +118,7 @@ def test_release_gives_back_unstarted_jobs_whole_and_started_ones_without_cost(
 ) -> None:
     store = JobStore(conn)
     unstarted, started = enqueue(conn, "noop"), enqueue(conn, "noop")
+    place_in_line = job_row(conn, unstarted)["available_at"]
     store.claim("default", 2, "w1", 30)
     assert sorted(store.release([(unstarted, 1, False, 0.0), (started, 1, True, 4.5)], "w1")) == [
         unstarted,
@@ -125,6 +126,7 @@ def test_release_gives_back_unstarted_jobs_whole_and_started_ones_without_cost(
     ]
     first = job_row(conn, unstarted)
     assert (first["state"], first["attempt"], first["max_attempts"]) == ("available", 0, 5)
+    assert first["available_at"] == place_in_line
     assert attempt_rows(conn, unstarted) == []
     second = job_row(conn, started)
     assert (second["state"], second["attempt"], second["max_attempts"]) == ("available", 1, 6)

@@ -3,8 +3,9 @@
 from typing import Any
 
 import psycopg
+import pytest
 
-from jobqueue import JobStore, enqueue
+from jobqueue import JobStore, OperationRefused, enqueue
 from tests.jobqueue.test_leases import failure
 from tests.support.db import attempt_rows, job_row, scalar
 
@@ -34,6 +35,16 @@ def test_requeue_refuses_jobs_that_are_not_dead_or_cancelled(conn: Conn) -> None
     job_id = enqueue(conn, "noop")
     assert JobStore(conn).requeue(job_id, 5) is False
     assert job_row(conn, job_id)["max_attempts"] == 5
+
+
+def test_requeue_is_refused_while_a_live_job_holds_the_unique_key(conn: Conn) -> None:
+    store = JobStore(conn)
+    dead = enqueue(conn, "noop", unique_key="report:7")
+    conn.execute("UPDATE jobs SET state = 'dead', finished_at = now() WHERE id = %s", (dead,))
+    enqueue(conn, "noop", unique_key="report:7")
+    with pytest.raises(OperationRefused, match="a waiting or running job holds its unique key"):
+        store.requeue(dead, 5)
+    assert job_row(conn, dead)["state"] == "dead"
 
 
 def test_cancel_a_scheduled_job_but_not_a_running_one(conn: Conn) -> None:
