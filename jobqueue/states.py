@@ -23,3 +23,10 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"  # the task raised; the job retries or, when exhausted or permanent, dies
     LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (crash, kill -9, partition)
     RELEASED = "released"  # given back at shutdown; not counted against the attempt budget
+
+
+class WorkerState(StrEnum):
+    RUNNING = "running"
+    DRAINING = "draining"  # asked to stop: finishing in-flight jobs, claiming no more
+    STOPPED = "stopped"
+    LOST = "lost"  # stopped heartbeating without unregistering (killed, crashed, cut off)

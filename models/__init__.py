@@ -25,6 +25,17 @@ class Base(DeclarativeBase):
 db = SQLAlchemy(model_class=Base)
 
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
+from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
+from models.workers import Worker  # noqa: E402
 
-__all__ = ["Job", "JobAttempt", "Queue", "Tenant", "db"]
+__all__ = [
+    "Job",
+    "JobAttempt",
+    "JobStatsMinute",
+    "Queue",
+    "QueueDepthMinute",
+    "Tenant",
+    "Worker",
+    "db",
+]
