@@ -14,11 +14,17 @@ TEST_TASKS = "tests.support.tasks"
 
 
 class WorkerProcess:
-    def __init__(self, database_url: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *args: str,
+        tasks: str = TEST_TASKS,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.process = subprocess.Popen(
-            [sys.executable, "worker.py", "--tasks", TEST_TASKS, *args],
+            [sys.executable, "worker.py", "--tasks", tasks, *args],
             cwd=ROOT,
             env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
             stdout=subprocess.DEVNULL,
@@ -84,9 +90,15 @@ class WorkerProcess:
 
 
 def start_worker(
-    started: list[WorkerProcess], database_url: str, *args: str, ready: bool = True
+    started: list[WorkerProcess],
+    database_url: str,
+    *args: str,
+    tasks: str = TEST_TASKS,
+    env: dict[str, str] | None = None,
+    ready: bool = True,
 ) -> WorkerProcess:
-    worker = WorkerProcess(database_url, *args)
+    """Start worker.py (``tasks``: comma-separated task modules to import) and wait for ready."""
+    worker = WorkerProcess(database_url, *args, tasks=tasks, env=env)
     started.append(worker)
     return worker.wait_ready() if ready else worker
 
