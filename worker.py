@@ -1,111 +1,60 @@
-"""Run background jobs: ``python worker.py --queues default=4,notifications=2``.
+"""Run background jobs: ``python worker.py --queues notifications=4,default=8,reports=2``.
 
-SIGTERM or SIGINT drains (stop claiming, finish running jobs within the grace period, release
-the rest, exit 0); a second SIGTERM/SIGINT, or SIGQUIT, stops at once, releasing what runs.
+By default a supervisor starts one child process per queue, each with its own pool of threads,
+restarts children that crash, and runs the leader's maintenance. ``--single`` runs every queue
+in this one process instead (no supervisor).
+
+Signals: SIGTERM or SIGINT drains (stop claiming, finish running jobs within the grace period,
+release the rest, exit 0); a second SIGTERM/SIGINT, or SIGQUIT, stops at once, releasing what
+runs. Settings come from pauta.toml (``--config`` or PAUTA_CONFIG) and the command line, which
+wins; see docs/reference/settings.md.
 """
 
-import argparse
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+from dataclasses import asdict
+from pathlib import Path
 from queue import Empty, SimpleQueue
 
-from jobqueue import settings as defaults
 from jobqueue.connections import DatabaseNotReady, check_database
+from jobqueue.logs import configure_logging
 from jobqueue.registry import import_task_modules
 from jobqueue.runner import Runner
-from jobqueue.settings import RunnerSettings, SettingsError, parse_queues
+from jobqueue.settings import SettingsError, WorkerSettings, argument_parser, load_settings
+from jobqueue.supervisor import (
+    EXIT_CONFIG,
+    EXIT_OK,
+    EXIT_SOFTWARE,
+    EXIT_UNAVAILABLE,
+    ChildCommand,
+    Supervisor,
+)
 
-EXIT_OK = 0
-EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the database could not be reached at start
-EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug stopped the runner
-EXIT_CONFIG = 78  # EX_CONFIG: the settings are wrong; restarting will not help
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+CHILD_SETTINGS = "PAUTA_CHILD_SETTINGS"  # the supervisor's settings, as JSON, for its children
+PARENT_CHECK_SECONDS = 0.5
 
 log = logging.getLogger("worker")
 
 
-def parse_settings(argv: list[str]) -> RunnerSettings:
-    parser = argparse.ArgumentParser(prog="worker.py", description=__doc__)
-    parser.add_argument("--queues", default=os.environ.get("PAUTA_QUEUES", "default=4"))
-    parser.add_argument("--tasks", default=os.environ.get("PAUTA_TASK_MODULES", ""))
-    parser.add_argument("--grace", type=float, default=defaults.DEFAULT_GRACE_SECONDS)
-    parser.add_argument("--lease", type=float, default=defaults.DEFAULT_LEASE_SECONDS)
-    parser.add_argument("--heartbeat", type=float, default=defaults.DEFAULT_HEARTBEAT_SECONDS)
-    parser.add_argument("--poll", type=float, default=defaults.DEFAULT_POLL_SECONDS)
-    parser.add_argument("--prefetch", type=int, default=defaults.DEFAULT_PREFETCH)
-    parser.add_argument("--sweep", type=float, default=defaults.DEFAULT_SWEEP_SECONDS)
-    parser.add_argument("--prune", type=float, default=defaults.DEFAULT_PRUNE_SECONDS)
-    parser.add_argument(
-        "--keep-succeeded", type=float, default=defaults.DEFAULT_KEEP_SUCCEEDED_SECONDS
-    )
-    parser.add_argument("--keep-dead", type=float, default=defaults.DEFAULT_KEEP_DEAD_SECONDS)
-    parser.add_argument("--no-maintenance", action="store_true")
-    parser.add_argument("--connect-wait", type=float, default=defaults.DEFAULT_CONNECT_WAIT_SECONDS)
-    parser.add_argument("--log-level", default=os.environ.get("PAUTA_LOG_LEVEL", "INFO"))
-    args = parser.parse_args(argv)
-    level = args.log_level.upper()
-    if level not in LOG_LEVELS:
-        raise SettingsError(
-            f"log_level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}"
-        )
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return RunnerSettings(
-        database_url=os.environ.get("DATABASE_URL", ""),
-        queues=parse_queues(args.queues),
-        grace_seconds=args.grace,
-        lease_seconds=args.lease,
-        heartbeat_seconds=args.heartbeat,
-        poll_seconds=args.poll,
-        prefetch=args.prefetch,
-        sweep_seconds=args.sweep,
-        prune_seconds=args.prune,
-        keep_succeeded_seconds=args.keep_succeeded,
-        keep_dead_seconds=args.keep_dead,
-        maintenance=not args.no_maintenance,
-        connect_wait_seconds=args.connect_wait,
-        task_modules=tuple(name.strip() for name in args.tasks.split(",") if name.strip()),
-    )
-
-
-def serve(settings: RunnerSettings) -> int:
-    signals: SimpleQueue[int] = SimpleQueue()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-        signal.signal(signum, lambda signum, _frame: signals.put(signum))
-
-    runner = Runner(settings)
-    runner.start()
-    while not runner.crashed.is_set():
-        try:
-            first = signals.get(timeout=0.5)
-        except Empty:
-            continue
-        log.info("received %s: draining", signal.Signals(first).name)
-        if first == signal.SIGQUIT:
-            runner.hurry.set()
-        break
-    stopper = threading.Thread(target=runner.stop, name="stopper")
-    stopper.start()
-    while stopper.is_alive():
-        try:
-            signum = signals.get(timeout=0.1)
-        except Empty:
-            continue
-        log.info("received %s again: stopping now", signal.Signals(signum).name)
-        runner.hurry.set()
-    return EXIT_SOFTWARE if runner.crashed.is_set() else EXIT_OK
-
-
 def main(argv: list[str]) -> int:
+    parser = argument_parser("worker.py", __doc__)
+    parser.add_argument("--single", action="store_true", help="run all queues in this process")
+    parser.add_argument("--child", metavar="QUEUE", help="(internal) serve QUEUE for a supervisor")
+    parser.add_argument("--parent-id", type=int, help="(internal) the supervisor's workers row")
+    parser.add_argument("--parent-pid", type=int, help="(internal) the supervisor's pid")
+    arguments = parser.parse_args(argv)
     try:
-        settings = parse_settings(argv)
+        if arguments.child:
+            inherited = json.loads(os.environ[CHILD_SETTINGS])
+            inherited["task_modules"] = tuple(inherited["task_modules"])
+            settings = WorkerSettings(**inherited).for_queue(arguments.child)
+        else:
+            settings = load_settings(arguments, os.environ, maintenance=True)
+        configure_logging(settings.log_level, settings.log_format)
         import_task_modules(settings.task_modules)
     except SettingsError as error:
         print(f"worker.py: {error}", file=sys.stderr)
@@ -118,7 +67,80 @@ def main(argv: list[str]) -> int:
     except DatabaseNotReady as error:
         print(f"worker.py: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE if error.retryable else EXIT_CONFIG
-    return serve(settings)
+    if arguments.child:
+        return run_runner(settings, arguments.parent_id, arguments.parent_pid)
+    if arguments.single:
+        return run_runner(settings, None, None)
+    return Supervisor(settings, child_command(settings)).run()
+
+
+def child_command(settings: WorkerSettings) -> ChildCommand:
+    """How the supervisor starts the child of a queue: this script, with the same settings."""
+    os.environ[CHILD_SETTINGS] = json.dumps(asdict(settings))
+    script = str(Path(__file__).resolve())
+    supervisor_pid = str(os.getpid())
+
+    def command(queue: str, parent_id: int) -> list[str]:
+        return [
+            sys.executable, script, "--child", queue,
+            "--parent-id", str(parent_id), "--parent-pid", supervisor_pid,
+        ]  # fmt: skip
+
+    return command
+
+
+def run_runner(settings: WorkerSettings, parent_id: int | None, parent: int | None) -> int:
+    """Serve until a signal, a drain asked through the workers table, or the parent's death."""
+    signals: SimpleQueue[int] = SimpleQueue()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1):
+        signal.signal(signum, lambda signum, _frame: signals.put(signum))
+    if parent is not None:
+        die_with_parent()
+
+    runner = Runner(settings, parent_id=parent_id)
+    runner.start()
+    while True:
+        if runner.crashed.is_set():
+            log.error("a part of the worker crashed; stopping")
+            break
+        if runner.drain_requested.is_set():
+            break
+        if parent is not None and os.getppid() != parent:
+            log.warning("the supervisor is gone; draining")
+            break
+        try:
+            first = signals.get(timeout=PARENT_CHECK_SECONDS)
+        except Empty:
+            continue
+        log.info("received %s: draining", signal.Signals(first).name)
+        if first == signal.SIGQUIT:
+            runner.hurry.set()
+        break
+
+    stopper = threading.Thread(target=runner.stop, name="stopper")
+    stopper.start()
+    while stopper.is_alive():
+        try:
+            again = signals.get(timeout=0.1)
+        except Empty:
+            continue
+        if again == signal.SIGUSR1:  # a drain request is idempotent: it never escalates
+            continue
+        log.info("received %s again: stopping now", signal.Signals(again).name)
+        runner.hurry.set()
+    return EXIT_SOFTWARE if runner.crashed.is_set() else EXIT_OK
+
+
+def die_with_parent() -> None:
+    """Ask Linux to send this child SIGUSR1 (drain) when its supervisor dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGUSR1)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent-pid check in the main loop covers it
 
 
 if __name__ == "__main__":

@@ -25,6 +25,15 @@ CONNECT_OPTIONS: dict[str, Any] = {
 }
 
 
+# A server that answers FATAL refuses for good (no such database or role, bad password), unless
+# it says it is starting, stopping, recovering or full: those pass.
+PASSING_REFUSALS = ("starting up", "shutting down", "recovery mode", "too many")
+
+
+def _refused_for_good(reason: str) -> bool:
+    return "FATAL:" in reason and not any(text in reason for text in PASSING_REFUSALS)
+
+
 class DatabaseNotReady(Exception):
     """The database cannot serve a worker: unreachable, misconfigured or not migrated."""
 
@@ -51,6 +60,10 @@ def check_database(url: str, wait_seconds: float) -> None:
             ) from None
         except psycopg.OperationalError as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            if _refused_for_good(reason):
+                raise DatabaseNotReady(
+                    f"the database refused us: {reason}", retryable=False
+                ) from None
             if time.monotonic() + delay > deadline:
                 raise DatabaseNotReady(
                     f"cannot reach the database within {wait_seconds:g}s: {reason}", retryable=True

@@ -73,7 +73,7 @@ def _result(
     started: float | None = None,
 ) -> AttemptResult:
     duration = 0.0 if started is None else time.perf_counter() - started
-    return AttemptResult(job.id, job.attempt, outcome, error, trace, retry_delay, duration)
+    return AttemptResult(job, outcome, error, trace, retry_delay, duration)
 
 
 def _describe(error: BaseException) -> str:

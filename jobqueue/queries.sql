@@ -74,16 +74,37 @@ WHERE tenant_id = coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE 
 
 -- name: job_claim
 -- Claim up to :limit visible jobs of one unpaused queue and mark them running, in one statement.
-WITH picked AS MATERIALIZED (
-    SELECT id
-    FROM jobs
-    WHERE state = 'available'
-      AND queue = %(queue)s
-      AND available_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
-    ORDER BY priority, available_at, id
+-- The recursive CTE walks the queue's distinct priorities (one index probe each) so that, per
+-- priority, the index range stops at the first job not yet visible: scheduled and backing-off
+-- jobs are never walked. Priorities come out ascending and the nested loop keeps that order, so
+-- jobs are taken in (priority, available_at, id) order.
+WITH RECURSIVE priorities AS (
+    (SELECT priority FROM jobs
+     WHERE state = 'available' AND queue = %(queue)s
+     ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT next.priority FROM jobs AS next
+            WHERE next.state = 'available' AND next.queue = %(queue)s
+              AND next.priority > priorities.priority
+            ORDER BY next.priority LIMIT 1)
+    FROM priorities
+    WHERE priorities.priority IS NOT NULL
+), picked AS MATERIALIZED (
+    SELECT visible.id
+    FROM priorities
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM jobs
+        WHERE state = 'available'
+          AND queue = %(queue)s
+          AND priority = priorities.priority
+          AND available_at <= now()
+        ORDER BY available_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS visible
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs
 SET state = 'running',
@@ -138,7 +159,7 @@ WITH result AS (
            error, traceback, make_interval(secs => duration)
     FROM finished
 )
-SELECT id, state FROM finished
+SELECT id, attempt, state, date_trunc('minute', now()) FROM finished
 
 -- name: job_release
 -- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'.
@@ -173,7 +194,9 @@ WITH handed_back AS (
     FROM released
     WHERE started
 )
-SELECT released.id, pg_notify('pauta_jobs', released.queue) FROM released
+SELECT released.id, released.started, date_trunc('minute', now()),
+       pg_notify('pauta_jobs', released.queue)
+FROM released
 
 -- name: job_extend_leases
 -- Extend the leases of a worker's in-flight jobs; returns the (id, attempt) pairs it still owns.
@@ -206,7 +229,7 @@ WITH expired AS MATERIALIZED (
         lease_expires_at = NULL
     FROM expired
     WHERE jobs.id = expired.id
-    RETURNING jobs.id, jobs.queue, jobs.state, jobs.last_error, expired.attempt,
+    RETURNING jobs.id, jobs.queue, jobs.tenant_id, jobs.state, jobs.last_error, expired.attempt,
               expired.locked_by, expired.started_at, expired.lease_expires_at
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
@@ -215,7 +238,8 @@ WITH expired AS MATERIALIZED (
            lease_expires_at - started_at
     FROM rescued
 )
-SELECT id, state, pg_notify('pauta_jobs', queue) FROM rescued
+SELECT id, queue, tenant_id, state, date_trunc('minute', now()), pg_notify('pauta_jobs', queue)
+FROM rescued
 
 -- name: job_prune
 -- Delete one batch of finished jobs older than their retention age (attempts go by cascade).
@@ -307,6 +331,99 @@ SELECT queue,
 FROM jobs
 GROUP BY 1, 2
 ORDER BY 1, 2
+
+-- name: job_stats_minute_add
+-- Add a worker's counted deltas to the per-minute stats, one UPSERT for every row.
+INSERT INTO job_stats_minute AS stats (queue, minute, tenant_id, succeeded, failed, dead,
+                                       released, runtime_sum, runtime_max, wait_sum, wait_max)
+SELECT *
+FROM unnest(%(queues)s::text[], %(minutes)s::timestamptz[], %(tenant_ids)s::bigint[],
+            %(succeeded)s::int[], %(failed)s::int[], %(dead)s::int[], %(released)s::int[],
+            %(runtime_sums)s::float8[], %(runtime_maxes)s::float8[], %(wait_sums)s::float8[],
+            %(wait_maxes)s::float8[])
+ON CONFLICT (queue, minute, tenant_id) DO UPDATE
+SET succeeded = stats.succeeded + excluded.succeeded,
+    failed = stats.failed + excluded.failed,
+    dead = stats.dead + excluded.dead,
+    released = stats.released + excluded.released,
+    runtime_sum = stats.runtime_sum + excluded.runtime_sum,
+    runtime_max = greatest(stats.runtime_max, excluded.runtime_max),
+    wait_sum = stats.wait_sum + excluded.wait_sum,
+    wait_max = greatest(stats.wait_max, excluded.wait_max)
+
+-- name: queue_depth_sample
+-- Record every queue's depth per tenant for this minute (live states only: partial indexes).
+INSERT INTO queue_depth_minute AS depth (queue, minute, tenant_id, available, scheduled,
+                                         running, dead, oldest_available_seconds)
+SELECT queue, date_trunc('minute', now()), tenant_id,
+       count(*) FILTER (WHERE state = 'available' AND available_at <= now()),
+       count(*) FILTER (WHERE state = 'available' AND available_at > now()),
+       count(*) FILTER (WHERE state = 'running'),
+       count(*) FILTER (WHERE state = 'dead'),
+       extract(epoch FROM now() - min(available_at)
+                             FILTER (WHERE state = 'available' AND available_at <= now()))
+FROM jobs
+WHERE state IN ('available', 'running', 'dead')
+GROUP BY queue, tenant_id
+ON CONFLICT (queue, minute, tenant_id) DO UPDATE
+SET available = excluded.available,
+    scheduled = excluded.scheduled,
+    running = excluded.running,
+    dead = excluded.dead,
+    oldest_available_seconds = excluded.oldest_available_seconds
+
+-- name: stats_prune
+-- Delete per-minute stats and depth samples older than their retention age.
+WITH old_stats AS (
+    DELETE FROM job_stats_minute
+    WHERE minute < now() - make_interval(secs => %(keep_seconds)s::float8)
+), old_depth AS (
+    DELETE FROM queue_depth_minute
+    WHERE minute < now() - make_interval(secs => %(keep_seconds)s::float8)
+)
+DELETE FROM workers
+WHERE state IN ('stopped', 'lost')
+  AND last_heartbeat_at < now() - make_interval(secs => %(keep_seconds)s::float8)
+
+-- name: worker_register
+-- Register a supervisor or a queue child; returns its id.
+INSERT INTO workers (name, hostname, pid, parent_id, queue, threads)
+VALUES (%(name)s, %(hostname)s, %(pid)s, %(parent_id)s, %(queue)s, %(threads)s)
+RETURNING id
+
+-- name: worker_heartbeat
+-- Record that a worker is alive and how many jobs it holds; returns whether a drain was asked.
+UPDATE workers
+SET last_heartbeat_at = now(),
+    in_flight = %(in_flight)s,
+    state = CASE WHEN state = 'lost' THEN 'running' ELSE state END
+WHERE id = %(id)s
+RETURNING drain_requested_at IS NOT NULL
+
+-- name: worker_set_state
+-- Move a worker to draining or stopped.
+UPDATE workers
+SET state = %(state)s,
+    in_flight = coalesce(%(in_flight)s, in_flight),
+    last_heartbeat_at = now(),
+    stopped_at = CASE WHEN %(state)s = 'stopped' THEN now() END
+WHERE id = %(id)s
+
+-- name: worker_request_drain
+-- Ask a worker (and, for a supervisor, its children) to shut down gracefully.
+UPDATE workers
+SET drain_requested_at = coalesce(drain_requested_at, now()),
+    drain_requested_by = coalesce(drain_requested_by, %(requested_by)s)
+WHERE (id = %(id)s OR parent_id = %(id)s) AND state IN ('running', 'draining')
+RETURNING id
+
+-- name: worker_mark_lost
+-- Mark live-looking workers that stopped heartbeating as lost.
+UPDATE workers
+SET state = 'lost'
+WHERE state IN ('running', 'draining')
+  AND last_heartbeat_at < now() - make_interval(secs => %(lost_after_seconds)s::float8)
+RETURNING id, name
 
 -- name: leader_try_acquire
 -- Try to become the one maintenance leader (session advisory lock; freed if the session dies).

@@ -5,10 +5,12 @@ Parts, each a thread with its own database connection:
 - a **consumer** per queue: its fetch loop claims batches for free slots (threads + prefetch)
   and hands jobs to the queue's pool of worker threads;
 - the **completer** writes attempt results in batches, one fenced statement per batch;
-- the **heartbeat** extends the leases of every job this process holds, in one statement;
+- the **heartbeat** extends the leases of every job this process holds, in one statement,
+  records the process's own heartbeat in ``workers`` (and learns whether a drain was asked),
+  and flushes the per-minute stats;
 - the **listener** LISTENs for new-job notifications and wakes the consumer of that queue;
-- the **maintainer** competes for the leader lock and, while it holds it, sweeps expired leases
-  and prunes old finished jobs.
+- with ``maintenance`` on (a single-process worker), the leader duties of
+  :mod:`jobqueue.maintenance`; under the supervisor, the supervisor does them.
 
 Shutdown (:meth:`Runner.stop`): stop claiming, give back jobs fetched but not started, let
 running jobs finish within the grace period, release what is still running at the deadline,
@@ -24,18 +26,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from jobqueue.connections import Link
+from jobqueue.connections import CONNECT_OPTIONS, Link
 from jobqueue.execution import run_job
+from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
-from jobqueue.settings import RunnerSettings
-from jobqueue.store import AttemptResult, ClaimedJob, JobStore
+from jobqueue.settings import WorkerSettings
+from jobqueue.stats import StatsRecorder
+from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity
 
 NOTIFY_CHANNEL = "pauta_jobs"
 RESULT_BATCH = 1000
@@ -156,55 +159,79 @@ class Consumer:
 
 
 class Runner:
-    def __init__(self, settings: RunnerSettings, tasks: TaskRegistry = registry) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        tasks: TaskRegistry = registry,
+        parent_id: int | None = None,
+    ) -> None:
         self.settings = settings
         self.tasks = tasks
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        hostname = socket.gethostname()
+        self.identity = WorkerIdentity(
+            name=f"{hostname}:{os.getpid()}:{secrets.token_hex(3)}",
+            hostname=hostname,
+            pid=os.getpid(),
+            parent_id=parent_id,
+            queue=",".join(settings.queues),
+            threads=sum(settings.queues.values()),
+        )
+        self.worker_id = self.identity.name  # what jobs.locked_by holds
+        self.row_id: int | None = None  # this process's row in workers
         self.stopping = threading.Event()  # no more claims
         self.closing = threading.Event()  # drained: heartbeat and completer may end
         self.hurry = threading.Event()  # fast stop: the grace period ends now
-        self.ready = threading.Event()
+        self.drain_requested = threading.Event()  # someone asked, through the workers table
         self.crashed = threading.Event()  # a part died of a bug: the process must not go on
-        self.is_leader = False
+        self.stats = StatsRecorder()
         self._results: SimpleQueue[AttemptResult | None] = SimpleQueue()
         # (job id, attempt) claimed and not yet written back: what the heartbeat renews
         self._held: set[tuple[int, int]] = set()
         self._held_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
+        self._listening = threading.Event()
         self.consumers = {
             queue: Consumer(self, queue, threads) for queue, threads in settings.queues.items()
         }
-        self._threads = [
-            threading.Thread(target=self._guard(self._complete_loop), name="completer"),
-            threading.Thread(target=self._guard(self._heartbeat_loop), name="heartbeat"),
-            threading.Thread(target=self._guard(self._listen_loop), name="listener", daemon=True),
+        self._completer = threading.Thread(
+            target=self._guard(self._complete_loop), name="completer"
+        )
+        self._heartbeat = threading.Thread(
+            target=self._guard(self._heartbeat_loop), name="heartbeat"
+        )
+        self._daemons = [
+            threading.Thread(target=self._guard(self._listen_loop), name="listener", daemon=True)
         ]
+        self.maintainer: Maintainer | None = None
         if settings.maintenance:
-            self._threads.append(
+            self.maintainer = Maintainer(settings, self.worker_id, self.stopping)
+            self._daemons.append(
                 threading.Thread(
-                    target=self._guard(self._maintain_loop), name="maintainer", daemon=True
+                    target=self._guard(self.maintainer.run), name="maintainer", daemon=True
                 )
             )
-        self._listening = threading.Event()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        for thread in self._threads:
+        self.row_id = self._link("register").call(
+            lambda store: store.register_worker(self.identity)
+        )
+        for thread in (self._completer, self._heartbeat, *self._daemons):
             thread.start()
         self._listening.wait(10)
         for consumer in self.consumers.values():
             consumer.start()
-        self.ready.set()
         queues = ", ".join(f"{name}={c.threads}" for name, c in self.consumers.items())
         log.info("worker %s ready; queues %s", self.worker_id, queues)
 
     def stop(self) -> None:
         """Drain: stop claiming, give back unstarted jobs, finish or release running ones."""
         deadline = time.monotonic() + self.settings.grace_seconds
-        log.info("worker %s stopping; grace %.0fs", self.worker_id, self.settings.grace_seconds)
+        log.info("worker %s stopping; grace %gs", self.worker_id, self.settings.grace_seconds)
         self.stopping.set()
+        self._set_state("draining")
         for consumer in self.consumers.values():
             consumer.stop_fetching()
         unstarted = [job for c in self.consumers.values() for job in c.take_unstarted()]
@@ -218,13 +245,13 @@ class Runner:
             log.warning("grace period over; releasing %d running jobs", len(still_running))
             self._release([(job, True, ran) for job, ran in still_running])
         self._results.put(None)  # the completer writes what it has, then ends
-        completer = self._threads[0]
-        completer.join(max(deadline - time.monotonic(), 5.0))
-        if completer.is_alive():
+        self._completer.join(max(deadline - time.monotonic(), 5.0))
+        if self._completer.is_alive():
             self.hurry.set()  # the database is unreachable: stop retrying; leases will expire
-            completer.join()
+            self._completer.join()
         self.closing.set()
-        self._threads[1].join()
+        self._heartbeat.join()  # flushes the last stats
+        self._set_state("stopped")
         if self._pool is not None:
             self._pool.close()
         log.info("worker %s stopped", self.worker_id)
@@ -242,6 +269,19 @@ class Runner:
 
         return guarded
 
+    def _link(self, name: str) -> Link:
+        return Link(self.settings.database_url, name, self.hurry)
+
+    def _set_state(self, state: str) -> None:
+        if self.row_id is None:
+            return
+        row_id = self.row_id
+        with self._held_lock:
+            in_flight = len(self._held)
+        link = self._link("registry")
+        link.call(lambda store: store.set_worker_state(row_id, state, in_flight), tries=3)
+        link.close()
+
     # -- bookkeeping shared by the parts -------------------------------------------------------
 
     def hold(self, jobs: list[ClaimedJob]) -> None:
@@ -258,7 +298,12 @@ class Runner:
             if self._pool is None:
                 size = max(1, sum(self.settings.queues.values()))
                 self._pool = ConnectionPool(
-                    self.settings.database_url, min_size=1, max_size=size, open=True
+                    self.settings.database_url,
+                    min_size=1,
+                    max_size=size,
+                    open=True,
+                    check=ConnectionPool.check_connection,  # a dropped session is replaced
+                    kwargs=CONNECT_OPTIONS,
                 )
         with self._pool.connection() as connection:
             yield connection
@@ -266,12 +311,21 @@ class Runner:
     def _release(self, jobs: list[tuple[ClaimedJob, bool, float]]) -> None:
         if not jobs:
             return
-        link = Link(self.settings.database_url, "release", self.hurry)
+        link = self._link("release")
         rows = [(job.id, job.attempt, started, ran) for job, started, ran in jobs]
-        released = link.call(lambda store: store.release(rows, self.worker_id), tries=5)
+        answer = link.call(lambda store: store.release(rows, self.worker_id), tries=5)
         link.close()
         self._forget((job.id, job.attempt) for job, _, _ in jobs)
-        log.info("released %d of %d jobs back to their queues", len(released or []), len(jobs))
+        if answer is None:
+            log.error("could not release %d jobs; their leases will expire", len(jobs))
+            return
+        released, minute = answer
+        by_id = {job.id: job for job, _, _ in jobs}
+        for job_id in released:
+            job = by_id[job_id]
+            assert minute is not None  # noqa: S101 - rows came back, so did their minute
+            self.stats.released((job.queue, minute, job.tenant_id))
+        log.info("gave back %d jobs (%d had started)", len(jobs), len(released))
 
     def _forget(self, attempts: Iterable[tuple[int, int]]) -> None:
         with self._held_lock:
@@ -280,7 +334,7 @@ class Runner:
     # -- completer -----------------------------------------------------------------------------
 
     def _complete_loop(self) -> None:
-        link = Link(self.settings.database_url, "completer", self.hurry)
+        link = self._link("completer")
         finished = False
         while not finished:
             first = self._results.get()
@@ -300,47 +354,80 @@ class Runner:
         link.close()
 
     def _write_results(self, link: Link, batch: list[AttemptResult]) -> None:
-        written = link.call(lambda store: store.finish(batch, self.worker_id))
-        if written is None:
+        answer = link.call(lambda store: store.finish(batch, self.worker_id))
+        if answer is None:
             log.error("could not write %d results before the deadline", len(batch))
             return
+        written, minute = answer
         self._forget((result.job_id, result.attempt) for result in batch)
         for result in batch:
-            if result.job_id not in written:
+            state = written.get((result.job_id, result.attempt))
+            if state is None:
                 log.warning(
                     "lost job %d attempt %d: its lease was taken over; result discarded",
                     result.job_id,
                     result.attempt,
+                    extra=_job_fields(result, "lost"),
                 )
-            elif result.outcome != "succeeded":
-                log.info(
+                continue
+            assert minute is not None  # noqa: S101 - rows came back, so did their minute
+            key = (result.job.queue, minute, result.job.tenant_id)
+            self.stats.finished(key, state, result.duration, result.wait)
+            outcome = "retry" if state == "available" else state
+            if outcome == "succeeded":
+                job_log.debug("job %d succeeded", result.job_id, extra=_job_fields(result, outcome))
+            else:
+                job_log.warning(
                     "job %d attempt %d %s: %s",
                     result.job_id,
                     result.attempt,
-                    written[result.job_id],
+                    "failed, retry scheduled" if outcome == "retry" else "is dead",
                     result.error,
+                    extra=_job_fields(result, outcome),
                 )
 
     # -- heartbeat -----------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        link = Link(self.settings.database_url, "heartbeat", self.closing)
-        while not self.closing.wait(self.settings.heartbeat_seconds):
-            with self._held_lock:
-                held = list(self._held)
-            if not held:
-                continue
-            owned = link.call(partial(self._extend_leases, held=held), tries=1)
-            if owned is None:
-                continue
+        """Renew leases and this worker's row every heartbeat; flush stats more often. Runs until
+        the very end of a drain, so in-flight jobs keep their leases."""
+        settings = self.settings
+        link = Link(settings.database_url, "heartbeat", self.closing)
+        next_beat = next_flush = time.monotonic()
+        while True:
+            closing = self.closing.wait(max(0.0, min(next_beat, next_flush) - time.monotonic()))
+            now = time.monotonic()
+            if closing or now >= next_flush:
+                link.call(self._flush_stats, tries=1)
+                next_flush = now + settings.stats_flush_seconds
+            if closing:
+                break
+            if now >= next_beat:
+                link.call(self._beat, tries=1)
+                next_beat = now + settings.heartbeat_seconds
+        link.close()
+
+    def _beat(self, store: JobStore) -> None:
+        with self._held_lock:
+            held = list(self._held)
+        if held:
+            owned = store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
             lost = set(held) - owned
             for job_id, attempt in lost:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
             self._forget(lost)  # its result, if it comes, will be fenced out
-        link.close()
+        if self.row_id is not None and store.worker_heartbeat(self.row_id, len(held)):
+            if not self.drain_requested.is_set():
+                log.info("worker %s: drain requested through the console", self.worker_id)
+            self.drain_requested.set()
 
-    def _extend_leases(self, store: JobStore, held: list[tuple[int, int]]) -> set[tuple[int, int]]:
-        return store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
+    def _flush_stats(self, store: JobStore) -> None:
+        counted = self.stats.take()
+        try:
+            store.add_stats(counted)
+        except psycopg.Error:
+            self.stats.give_back(counted)
+            raise
 
     # -- listener ------------------------------------------------------------------------------
 
@@ -363,45 +450,17 @@ class Runner:
         for consumer in self.consumers.values():  # notifications may have been missed
             consumer.wake.set()
 
-    # -- maintenance ---------------------------------------------------------------------------
 
-    def _maintain_loop(self) -> None:
-        settings = self.settings
-        link = Link(settings.database_url, "maintainer", self.stopping)
-        link.on_connect = self._on_maintainer_connect
-        next_prune = time.monotonic()
-        while not self.stopping.is_set():
-            if not self.is_leader:
-                self.is_leader = bool(link.call(lambda store: store.try_become_leader()))
-                if self.is_leader:
-                    log.info("worker %s is the maintenance leader", self.worker_id)
-            if self.is_leader:  # one try each: after a reconnect, leadership must be won again
-                link.call(self._sweep, tries=1)
-                if time.monotonic() >= next_prune:
-                    link.call(self._prune, tries=1)
-                    next_prune = time.monotonic() + settings.prune_seconds
-            self.stopping.wait(settings.sweep_seconds * random.uniform(0.8, 1.2))  # noqa: S311
-        link.close()  # ends the session, which frees the leader lock
+job_log = logging.getLogger("jobqueue.jobs")
 
-    def _on_maintainer_connect(self, _connection: psycopg.Connection[Any]) -> None:
-        self.is_leader = False  # a new session holds no lock
 
-    def _sweep(self, store: JobStore) -> None:
-        while rescued := store.rescue_expired():
-            dead = sum(1 for state in rescued.values() if state == "dead")
-            log.warning("rescued %d jobs with expired leases (%d dead)", len(rescued), dead)
-            if len(rescued) < 1000:
-                break
-
-    def _prune(self, store: JobStore) -> None:
-        settings = self.settings
-        total = 0
-        while True:
-            deleted = store.prune(
-                settings.keep_succeeded_seconds, settings.keep_dead_seconds, PRUNE_BATCH
-            )
-            total += deleted
-            if deleted < PRUNE_BATCH or self.stopping.is_set():
-                break
-        if total:
-            log.info("pruned %d finished jobs", total)
+def _job_fields(result: AttemptResult, outcome: str) -> dict[str, Any]:
+    """Structured fields of a job's log record (JSON logs carry them as keys)."""
+    return {
+        "job_id": result.job_id,
+        "task": result.job.task,
+        "queue": result.job.queue,
+        "attempt": result.attempt,
+        "duration": round(result.duration, 6),
+        "outcome": outcome,
+    }

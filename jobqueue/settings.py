@@ -1,7 +1,12 @@
-"""Typed runner settings with named defaults, validated once at start."""
+"""Worker settings: typed, with named defaults, read from pauta.toml and the command line (which
+wins), and validated once at start. docs/reference/settings.md describes each one."""
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import argparse
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
 
 from jobqueue.enqueue import QUEUE_NAME
 
@@ -14,17 +19,25 @@ DEFAULT_SWEEP_SECONDS = 5.0
 DEFAULT_PRUNE_SECONDS = 300.0
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
+DEFAULT_KEEP_STATS_SECONDS = 30 * 24 * 3600.0
+DEFAULT_STATS_FLUSH_SECONDS = 5.0
+DEFAULT_DEPTH_SAMPLE_SECONDS = 60.0
+DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
+DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 
 
 class SettingsError(ValueError):
-    """A setting has a value the runner cannot start with; the message names the setting."""
+    """A setting has a value the worker cannot start with; the message names the setting."""
 
 
 @dataclass(frozen=True)
-class RunnerSettings:
+class WorkerSettings:
     database_url: str
     queues: Mapping[str, int]  # queue name -> threads running its jobs
+    task_modules: tuple[str, ...] = ()
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     poll_seconds: float = DEFAULT_POLL_SECONDS
@@ -34,9 +47,15 @@ class RunnerSettings:
     prune_seconds: float = DEFAULT_PRUNE_SECONDS
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
-    maintenance: bool = True  # take part in the leader election for sweeping and pruning
-    connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS  # at start, for the database
-    task_modules: tuple[str, ...] = field(default_factory=tuple)
+    keep_stats_seconds: float = DEFAULT_KEEP_STATS_SECONDS
+    stats_flush_seconds: float = DEFAULT_STATS_FLUSH_SECONDS
+    depth_sample_seconds: float = DEFAULT_DEPTH_SAMPLE_SECONDS
+    lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
+    connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS
+    restart_backoff_max_seconds: float = DEFAULT_RESTART_BACKOFF_MAX_SECONDS
+    log_level: str = "INFO"
+    log_format: str = "text"
+    maintenance: bool = True  # take part in the leader election for the maintenance duties
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -44,37 +63,58 @@ class RunnerSettings:
         if not self.queues:
             raise SettingsError("queues is empty: name at least one queue, e.g. default=4")
         for name, threads in self.queues.items():
-            if not QUEUE_NAME.match(name):
+            if not isinstance(name, str) or not QUEUE_NAME.match(name):
                 raise SettingsError(
                     f"queues: {name!r} is not a valid queue name "
                     "(1-63 lowercase letters, digits, '_', '.' or '-')"
                 )
-            if not 1 <= threads <= 1000:
-                raise SettingsError(f"queues: {name} needs 1 to 1000 threads, not {threads}")
-        for name in (
-            "lease_seconds",
-            "heartbeat_seconds",
-            "poll_seconds",
-            "sweep_seconds",
-            "prune_seconds",
-            "keep_succeeded_seconds",
-            "keep_dead_seconds",
-        ):
-            if not getattr(self, name) > 0:
-                raise SettingsError(f"{name} must be more than 0, not {getattr(self, name)}")
-        if self.connect_wait_seconds < 0:
-            raise SettingsError(
-                f"connect_wait_seconds must be 0 or more, not {self.connect_wait_seconds}"
-            )
-        if self.grace_seconds < 0:
-            raise SettingsError(f"grace_seconds must be 0 or more, not {self.grace_seconds}")
-        if self.prefetch < 0:
-            raise SettingsError(f"prefetch must be 0 or more, not {self.prefetch}")
+            if not isinstance(threads, int) or not 1 <= threads <= 1000:
+                raise SettingsError(f"queues: {name} needs 1 to 1000 threads, not {threads!r}")
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.type is float and not value > 0 and spec.name not in ZERO_ALLOWED:
+                raise SettingsError(f"{spec.name} must be more than 0, not {value:g}")
+            if spec.type in (float, int) and value < 0:
+                raise SettingsError(f"{spec.name} must be 0 or more, not {value:g}")
         if self.heartbeat_seconds * 2 > self.lease_seconds:
             raise SettingsError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be at most half of "
                 f"lease_seconds ({self.lease_seconds:g}) so a lease is renewed before it expires"
             )
+        if self.lost_after_seconds < self.heartbeat_seconds * 2:
+            raise SettingsError(
+                f"lost_after_seconds ({self.lost_after_seconds:g}) must be at least twice "
+                f"heartbeat_seconds ({self.heartbeat_seconds:g})"
+            )
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(
+                f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}"
+            )
+        if self.log_format not in LOG_FORMATS:
+            raise SettingsError(
+                f"log_format must be one of {', '.join(LOG_FORMATS)}, not {self.log_format!r}"
+            )
+
+    def for_queue(self, queue: str) -> "WorkerSettings":
+        """The settings of the child process that serves one queue (it does no maintenance)."""
+        return replace(self, queues={queue: self.queues[queue]}, maintenance=False)
+
+
+ZERO_ALLOWED = frozenset({"grace_seconds", "connect_wait_seconds"})
+
+# Command-line spellings; every other setting is --name-with-dashes.
+SHORT_FLAGS = {
+    "lease_seconds": "--lease",
+    "heartbeat_seconds": "--heartbeat",
+    "poll_seconds": "--poll",
+    "grace_seconds": "--grace",
+    "sweep_seconds": "--sweep",
+    "prune_seconds": "--prune",
+    "keep_succeeded_seconds": "--keep-succeeded",
+    "keep_dead_seconds": "--keep-dead",
+    "connect_wait_seconds": "--connect-wait",
+    "task_modules": "--tasks",
+}
 
 
 def parse_queues(text: str) -> dict[str, int]:
@@ -93,3 +133,100 @@ def parse_queues(text: str) -> dict[str, int]:
             raise SettingsError(f"queues: {name!r} is listed twice")
         queues[name] = count
     return queues
+
+
+def argument_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """Flags for every setting; values stay strings (or None) until :func:`load_settings`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--config", help="TOML file with a [worker] table (default: $PAUTA_CONFIG, else none)"
+    )
+    for spec in fields(WorkerSettings):
+        if spec.name in ("database_url", "maintenance"):
+            continue
+        flags = [f"--{spec.name.replace('_', '-')}"]
+        if spec.name in SHORT_FLAGS:
+            flags.insert(0, SHORT_FLAGS[spec.name])
+        parser.add_argument(*flags, dest=spec.name, help=_help(spec.name, spec.default))
+    return parser
+
+
+def _help(name: str, default: Any) -> str:
+    if name == "queues":
+        return "queues and threads, e.g. default=4,notifications=2 (default: default=4)"
+    if name == "task_modules":
+        return "comma-separated modules whose @task functions to load"
+    return f"default: {default}"
+
+
+def load_settings(
+    arguments: argparse.Namespace, environ: Mapping[str, str], *, maintenance: bool = True
+) -> WorkerSettings:
+    """Settings from, in rising order of precedence: defaults, the TOML file, the environment
+    variables DATABASE_URL / PAUTA_QUEUES / PAUTA_TASK_MODULES, and the command line."""
+    values: dict[str, Any] = {}
+    config = arguments.config or environ.get("PAUTA_CONFIG")
+    if config:
+        values.update(_read_toml(Path(config)))
+    if environ.get("PAUTA_QUEUES"):
+        values["queues"] = environ["PAUTA_QUEUES"]
+    if environ.get("PAUTA_TASK_MODULES"):
+        values["task_modules"] = environ["PAUTA_TASK_MODULES"]
+    for spec in fields(WorkerSettings):
+        given = getattr(arguments, spec.name, None)
+        if given is not None:
+            values[spec.name] = given
+    values.setdefault("queues", {"default": 4})
+    typed = {name: _typed(name, value) for name, value in values.items()}
+    return WorkerSettings(
+        database_url=environ.get("DATABASE_URL", ""), maintenance=maintenance, **typed
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        document = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise SettingsError(f"config: cannot read {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"config: {path} is not valid TOML: {error}") from None
+    table = document.get("worker", {})
+    known = {spec.name for spec in fields(WorkerSettings)} - {"database_url", "maintenance"}
+    for key in table:
+        if key not in known:
+            raise SettingsError(f"config: {path} has an unknown setting worker.{key}")
+    return dict(table)
+
+
+def _typed(name: str, value: Any) -> Any:
+    """Convert a setting from the command line (a string) or TOML to its declared type."""
+    kind = {spec.name: spec.type for spec in fields(WorkerSettings)}.get(name)
+    if name == "queues":
+        if isinstance(value, str):
+            return parse_queues(value)
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise SettingsError("queues must be a table of queue = threads, e.g. default = 4")
+    if name == "task_modules":
+        if isinstance(value, str):
+            return tuple(module.strip() for module in value.split(",") if module.strip())
+        if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+        raise SettingsError("task_modules must be a list of module names")
+    try:
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+    except (TypeError, ValueError):
+        noun = "a number of seconds" if kind is float else "a whole number"
+        raise SettingsError(f"{name} must be {noun}, not {value!r}") from None
+    if name == "log_level" and isinstance(value, str) and value.upper() in LOG_LEVELS:
+        return value.upper()
+    if name == "log_format" and isinstance(value, str) and value.lower() in LOG_FORMATS:
+        return value.lower()
+    return value

@@ -16,6 +16,7 @@ from psycopg.rows import dict_row
 
 from jobqueue.errors import OperationRefused
 from jobqueue.queries import all_queries
+from jobqueue.stats import Counters, StatsKey
 
 LEADER_LOCK_KEY = 0x7061_7574_6100  # "pauta" in ASCII: the maintenance leader's advisory lock
 
@@ -32,6 +33,27 @@ class ClaimedJob:
     max_attempts: int
     available_at: datetime
     started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RescuedJob:
+    id: int
+    queue: str
+    tenant_id: int
+    state: str  # 'available' (a retry) or 'dead' (out of attempts)
+    minute: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """Who a worker process is, as registered in the workers table."""
+
+    name: str  # what jobs.locked_by holds
+    hostname: str
+    pid: int
+    parent_id: int | None  # the supervisor's row, for a queue child
+    queue: str | None  # None for a supervisor
+    threads: int
 
 
 @dataclass(slots=True)
@@ -52,13 +74,25 @@ class NewJob:
 class AttemptResult:
     """What one attempt ended with, as the runner reports it."""
 
-    job_id: int
-    attempt: int
+    job: ClaimedJob
     outcome: str  # 'succeeded', 'failed' (retry if budget left) or 'dead' (permanent)
     error: str | None
     traceback: str | None
     retry_delay: float
-    duration: float
+    duration: float  # seconds the task ran
+
+    @property
+    def job_id(self) -> int:
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    @property
+    def wait(self) -> float:
+        """Seconds between becoming visible and being claimed."""
+        return max((self.job.started_at - self.job.available_at).total_seconds(), 0.0)
 
 
 class JobStore:
@@ -117,11 +151,17 @@ class JobStore:
 
     def claim(self, queue: str, limit: int, worker: str, lease_seconds: float) -> list[ClaimedJob]:
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
-        return [ClaimedJob(*row) for row in self._execute("job_claim", params)]
+        jobs = [ClaimedJob(*row) for row in self._execute("job_claim", params)]
+        # UPDATE ... RETURNING keeps no order: run them in the order they were picked.
+        jobs.sort(key=lambda job: (job.priority, job.available_at, job.id))
+        return jobs
 
-    def finish(self, results: Sequence[AttemptResult], worker: str) -> dict[int, str]:
-        """Write attempt results; returns {job id: new state} for the results that still held
-        their lease. A missing id means the job was taken over and this result was discarded."""
+    def finish(
+        self, results: Sequence[AttemptResult], worker: str
+    ) -> tuple[dict[tuple[int, int], str], datetime | None]:
+        """Write attempt results; returns ({(job id, attempt): new state}, the minute it
+        happened) for the results that still held their lease. A missing pair means the job was
+        taken over and this result was discarded."""
         params = {
             "ids": [r.job_id for r in results],
             "attempts": [r.attempt for r in results],
@@ -132,10 +172,15 @@ class JobStore:
             "durations": [r.duration for r in results],
             "worker": worker,
         }
-        return {int(job_id): state for job_id, state in self._execute("job_finish", params)}
+        rows = self._execute("job_finish", params).fetchall()
+        minute = rows[0][3] if rows else None
+        return {(int(job_id), attempt): state for job_id, attempt, state, _ in rows}, minute
 
-    def release(self, jobs: Sequence[tuple[int, int, bool, float]], worker: str) -> list[int]:
-        """Give back (id, attempt, started, seconds run) jobs at shutdown; returns released ids."""
+    def release(
+        self, jobs: Sequence[tuple[int, int, bool, float]], worker: str
+    ) -> tuple[list[int], datetime | None]:
+        """Give back (id, attempt, started, seconds run) jobs at shutdown; returns the ids of the
+        started jobs given back, and the minute it happened."""
         params = {
             "ids": [job[0] for job in jobs],
             "attempts": [job[1] for job in jobs],
@@ -143,7 +188,8 @@ class JobStore:
             "durations": [job[3] for job in jobs],
             "worker": worker,
         }
-        return [int(row[0]) for row in self._execute("job_release", params)]
+        rows = self._execute("job_release", params).fetchall()
+        return [int(row[0]) for row in rows if row[1]], (rows[0][2] if rows else None)
 
     def extend_leases(
         self, held: Sequence[tuple[int, int]], worker: str, lease_seconds: float
@@ -161,12 +207,10 @@ class JobStore:
 
     # -- maintenance ---------------------------------------------------------------------------
 
-    def rescue_expired(self, limit: int = 1000) -> dict[int, str]:
-        """Sweep expired leases; returns {job id: new state} of the rescued jobs."""
-        return {
-            int(job_id): state
-            for job_id, state, _ in self._execute("job_rescue_expired", {"limit": limit})
-        }
+    def rescue_expired(self, limit: int = 1000) -> list[RescuedJob]:
+        """Sweep expired leases; returns the rescued jobs with their new state."""
+        rows = self._execute("job_rescue_expired", {"limit": limit})
+        return [RescuedJob(int(row[0]), row[1], int(row[2]), row[3], row[4]) for row in rows]
 
     def prune(self, keep_succeeded_seconds: float, keep_dead_seconds: float, limit: int) -> int:
         params = {
@@ -175,6 +219,70 @@ class JobStore:
             "limit": limit,
         }
         return self._execute("job_prune", params).rowcount
+
+    def add_stats(self, counted: dict[StatsKey, Counters]) -> None:
+        """Add counted deltas to job_stats_minute (one UPSERT for all rows)."""
+        if not counted:
+            return
+        keys = list(counted)
+        values = [counted[key] for key in keys]
+        self._execute(
+            "job_stats_minute_add",
+            {
+                "queues": [key[0] for key in keys],
+                "minutes": [key[1] for key in keys],
+                "tenant_ids": [key[2] for key in keys],
+                "succeeded": [c.succeeded for c in values],
+                "failed": [c.failed for c in values],
+                "dead": [c.dead for c in values],
+                "released": [c.released for c in values],
+                "runtime_sums": [c.runtime_sum for c in values],
+                "runtime_maxes": [c.runtime_max for c in values],
+                "wait_sums": [c.wait_sum for c in values],
+                "wait_maxes": [c.wait_max for c in values],
+            },
+        )
+
+    def sample_depth(self) -> int:
+        """Write this minute's depth sample of every queue; returns the rows written."""
+        return self._execute("queue_depth_sample", {}).rowcount
+
+    def prune_stats(self, keep_seconds: float) -> None:
+        """Delete stats, depth samples and stopped worker rows past their retention age."""
+        self._execute("stats_prune", {"keep_seconds": keep_seconds})
+
+    # -- the worker registry -------------------------------------------------------------------
+
+    def register_worker(self, worker: "WorkerIdentity") -> int:
+        params = {
+            "name": worker.name,
+            "hostname": worker.hostname,
+            "pid": worker.pid,
+            "parent_id": worker.parent_id,
+            "queue": worker.queue,
+            "threads": worker.threads,
+        }
+        return int(_one(self._execute("worker_register", params))[0])
+
+    def worker_heartbeat(self, worker_id: int, in_flight: int) -> bool:
+        """Record a heartbeat; returns True when someone asked this worker to drain."""
+        row = self._execute("worker_heartbeat", {"id": worker_id, "in_flight": in_flight})
+        found = row.fetchone()
+        return bool(found and found[0])
+
+    def set_worker_state(self, worker_id: int, state: str, in_flight: int | None = None) -> None:
+        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+        self._execute("worker_set_state", params)
+
+    def request_drain(self, worker_id: int, requested_by: str) -> list[int]:
+        """Ask a worker (a supervisor: with its children) to drain; returns the ids asked."""
+        params = {"id": worker_id, "requested_by": requested_by}
+        return [int(row[0]) for row in self._execute("worker_request_drain", params)]
+
+    def mark_lost_workers(self, lost_after_seconds: float) -> list[str]:
+        """Mark workers silent for longer than ``lost_after_seconds`` lost; returns their names."""
+        params = {"lost_after_seconds": lost_after_seconds}
+        return [row[1] for row in self._execute("worker_mark_lost", params)]
 
     def try_become_leader(self) -> bool:
         row = self._execute("leader_try_acquire", {"key": LEADER_LOCK_KEY}).fetchone()

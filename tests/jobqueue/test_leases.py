@@ -1,29 +1,37 @@
 """Fenced results, lease renewal, the sweeper and release at shutdown."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from jobqueue import JobStore, enqueue
-from jobqueue.store import AttemptResult
+from jobqueue.store import AttemptResult, ClaimedJob
 from tests.support.db import attempt_rows, job_row, scalar
 
 Conn = psycopg.Connection[Any]
 
 
+def claimed(job_id: int, attempt: int) -> ClaimedJob:
+    moment = datetime(2026, 11, 30, tzinfo=UTC)
+    return ClaimedJob(job_id, 1, "default", "noop", {}, 0, attempt, 5, moment, moment)
+
+
 def success(job_id: int, attempt: int = 1) -> AttemptResult:
-    return AttemptResult(job_id, attempt, "succeeded", None, None, 0.0, 0.01)
+    return AttemptResult(claimed(job_id, attempt), "succeeded", None, None, 0.0, 0.01)
 
 
 def failure(job_id: int, attempt: int = 1, outcome: str = "failed") -> AttemptResult:
-    return AttemptResult(job_id, attempt, outcome, "OSError: down", "Traceback...", 60.0, 0.02)
+    return AttemptResult(
+        claimed(job_id, attempt), outcome, "OSError: down", "Traceback...", 60.0, 0.02
+    )
 
 
 def test_finish_writes_the_result_and_one_attempt_row(conn: Conn) -> None:
     store = JobStore(conn)
     job_id = enqueue(conn, "noop")
     store.claim("default", 1, "w1", 30)
-    assert store.finish([success(job_id)], "w1") == {job_id: "succeeded"}
+    assert store.finish([success(job_id)], "w1")[0] == {(job_id, 1): "succeeded"}
     row = job_row(conn, job_id)
     assert (row["state"], row["locked_by"], row["lease_expires_at"]) == ("succeeded", None, None)
     assert row["finished_at"] is not None
@@ -35,7 +43,7 @@ def test_failure_schedules_a_retry_from_database_time_then_dies_when_exhausted(c
     store = JobStore(conn)
     job_id = enqueue(conn, "noop", max_attempts=2)
     store.claim("default", 1, "w1", 30)
-    assert store.finish([failure(job_id)], "w1") == {job_id: "available"}
+    assert store.finish([failure(job_id)], "w1")[0] == {(job_id, 1): "available"}
     backoff = scalar(
         conn,
         "SELECT extract(epoch FROM j.available_at - a.finished_at) FROM jobs j"
@@ -45,7 +53,7 @@ def test_failure_schedules_a_retry_from_database_time_then_dies_when_exhausted(c
     assert float(backoff) == 60.0
     conn.execute("UPDATE jobs SET available_at = now() WHERE id = %s", (job_id,))
     store.claim("default", 1, "w1", 30)
-    assert store.finish([failure(job_id, attempt=2)], "w1") == {job_id: "dead"}
+    assert store.finish([failure(job_id, attempt=2)], "w1")[0] == {(job_id, 2): "dead"}
     row = job_row(conn, job_id)
     assert (row["state"], row["attempt"], row["last_error"]) == ("dead", 2, "OSError: down")
     assert [a["outcome"] for a in attempt_rows(conn, job_id)] == ["failed", "failed"]
@@ -55,7 +63,7 @@ def test_permanent_failure_dies_with_attempts_left(conn: Conn) -> None:
     store = JobStore(conn)
     job_id = enqueue(conn, "noop", max_attempts=5)
     store.claim("default", 1, "w1", 30)
-    assert store.finish([failure(job_id, outcome="dead")], "w1") == {job_id: "dead"}
+    assert store.finish([failure(job_id, outcome="dead")], "w1")[0] == {(job_id, 1): "dead"}
 
 
 def test_a_stale_owner_cannot_overwrite_the_new_owner(conn: Conn) -> None:
@@ -70,10 +78,10 @@ def test_a_stale_owner_cannot_overwrite_the_new_owner(conn: Conn) -> None:
         (job_id,),
     )
     assert store.extend_leases([(job_id, 1)], "w1", 30) == set()
-    assert store.finish([failure(job_id, attempt=1)], "w1") == {}
+    assert store.finish([failure(job_id, attempt=1)], "w1")[0] == {}
     assert job_row(conn, job_id)["state"] == "running"
-    assert store.finish([success(job_id, attempt=2)], "w2") == {job_id: "succeeded"}
-    assert store.finish([failure(job_id, attempt=1)], "w1") == {}
+    assert store.finish([success(job_id, attempt=2)], "w2")[0] == {(job_id, 2): "succeeded"}
+    assert store.finish([failure(job_id, attempt=1)], "w1")[0] == {}
     assert job_row(conn, job_id)["state"] == "succeeded"
     assert [(a["attempt"], a["worker"]) for a in attempt_rows(conn, job_id)] == [(2, "w2")]
 
@@ -102,8 +110,9 @@ def test_sweeper_returns_expired_jobs_and_records_the_lost_attempt(conn: Conn) -
         "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id IN (%s, %s)",
         (retry, exhausted),
     )
-    assert store.rescue_expired() == {retry: "available", exhausted: "dead"}
-    assert store.rescue_expired() == {}
+    rescued = {job.id: job.state for job in store.rescue_expired()}
+    assert rescued == {retry: "available", exhausted: "dead"}
+    assert store.rescue_expired() == []
     assert job_row(conn, healthy)["state"] == "running"
     row = job_row(conn, retry)
     assert (row["state"], row["locked_by"], row["attempt"]) == ("available", None, 1)
@@ -120,10 +129,8 @@ def test_release_gives_back_unstarted_jobs_whole_and_started_ones_without_cost(
     unstarted, started = enqueue(conn, "noop"), enqueue(conn, "noop")
     place_in_line = job_row(conn, unstarted)["available_at"]
     store.claim("default", 2, "w1", 30)
-    assert sorted(store.release([(unstarted, 1, False, 0.0), (started, 1, True, 4.5)], "w1")) == [
-        unstarted,
-        started,
-    ]
+    released, _ = store.release([(unstarted, 1, False, 0.0), (started, 1, True, 4.5)], "w1")
+    assert released == [started]
     first = job_row(conn, unstarted)
     assert (first["state"], first["attempt"], first["max_attempts"]) == ("available", 0, 5)
     assert first["available_at"] == place_in_line

@@ -27,10 +27,15 @@ def scalar(conn: psycopg.Connection[Any], sql: str, *params: Any) -> Any:
 
 
 def create_test_tables(conn: psycopg.Connection[Any]) -> None:
-    """Tables the test tasks write to: a ledger of completed runs and a log of starts."""
+    """Tables the test tasks write to: a ledger of completed runs (one per job), a log of runs
+    (duplicates allowed) and a log of starts."""
     conn.execute(
         "CREATE TABLE ledger (job_id bigint PRIMARY KEY, attempt int NOT NULL,"
         " worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    )
+    conn.execute(
+        "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, worker text NOT NULL,"
+        " at timestamptz NOT NULL DEFAULT clock_timestamp())"
     )
     conn.execute(
         "CREATE TABLE started (job_id bigint, attempt int, worker text NOT NULL,"

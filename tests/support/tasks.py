@@ -48,3 +48,15 @@ def nap(ctx: JobContext, seconds: float) -> None:
             (ctx.job_id, ctx.attempt, ctx.worker),
         )
     time.sleep(seconds)
+
+
+@task("record_run", pass_context=True, retry=FAST_RETRY)
+def record_run(ctx: JobContext, pause: float = 0.0) -> None:
+    """Append this run to `runs` (duplicates allowed, so tests can count them)."""
+    if pause:
+        time.sleep(pause)
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO runs (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )

@@ -1,4 +1,4 @@
-"""worker.py as a real process: draining, wake-up, retries, crashes, fencing and shutdown."""
+"""worker.py --single (one process): draining, wake-up, retries, crashes, fencing, shutdown."""
 
 import itertools
 import signal
@@ -30,7 +30,7 @@ def test_four_runners_of_four_threads_run_ten_thousand_jobs_exactly_once(
     with conn.transaction():
         ids = enqueue_many(conn, [JobRequest("ledger_write")] * 10_000)
     for _ in range(4):
-        start_worker(workers, database_url, "--queues", "default=4", "--poll", "0.2")
+        start_worker(workers, database_url, "--single", "--queues", "default=4", "--poll", "0.2")
     wait_until(lambda: count(conn, "state = 'succeeded'") == 10_000, timeout=180)
     assert count(conn, "state <> 'succeeded'") == 0
     assert scalar(conn, "SELECT count(*) FROM ledger") == 10_000
@@ -45,7 +45,7 @@ def test_four_runners_of_four_threads_run_ten_thousand_jobs_exactly_once(
 def test_idle_runner_wakes_on_notify_long_before_its_poll_interval(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
-    start_worker(workers, database_url, "--queues", "default=1", "--poll", "30")
+    start_worker(workers, database_url, "--single", "--queues", "default=1", "--poll", "30")
     with conn.transaction():
         enqueue(conn, "noop")
         time.sleep(0.5)  # an open transaction: nothing to see until the commit
@@ -58,7 +58,7 @@ def test_failing_twice_then_succeeding_leaves_three_attempts(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     job_id = enqueue(conn, "flaky", {"failures": 2})
-    start_worker(workers, database_url, "--queues", "default=2", "--poll", "0.05")
+    start_worker(workers, database_url, "--single", "--queues", "default=2", "--poll", "0.05")
     wait_until(lambda: job_row(conn, job_id)["state"] == "succeeded", timeout=20)
     attempts = attempt_rows(conn, job_id)
     assert [a["outcome"] for a in attempts] == ["failed", "failed", "succeeded"]
@@ -70,7 +70,7 @@ def test_always_failing_job_dies_after_max_attempts_with_a_capped_growing_backof
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     job_id = enqueue(conn, "always_fails", max_attempts=4)
-    start_worker(workers, database_url, "--queues", "default=1", "--poll", "0.05")
+    start_worker(workers, database_url, "--single", "--queues", "default=1", "--poll", "0.05")
     wait_until(lambda: job_row(conn, job_id)["state"] == "dead", timeout=20)
     row = job_row(conn, job_id)
     assert (row["attempt"], row["last_error"]) == (4, "ValueError: broken for good")
@@ -90,7 +90,7 @@ def test_jittered_backoff_stays_within_its_bounds(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     ids = enqueue_many(conn, [JobRequest("jittered_fails", max_attempts=4)] * 5)
-    start_worker(workers, database_url, "--queues", "default=5", "--poll", "0.05")
+    start_worker(workers, database_url, "--single", "--queues", "default=5", "--poll", "0.05")
     wait_until(lambda: count(conn, "state = 'dead'") == 5, timeout=20)
     ceilings = [0.2, 0.4, 0.5]
     for job_id in ids:
@@ -107,7 +107,7 @@ def test_unknown_tasks_and_rejected_payloads_go_dead_with_the_reason(
     bad_payload = enqueue(conn, "sleep", {"minutes": 3})
     refused = enqueue(conn, "refuses")
     fine = enqueue(conn, "noop")
-    start_worker(workers, database_url, "--queues", "default=2", "--poll", "0.05")
+    start_worker(workers, database_url, "--single", "--queues", "default=2", "--poll", "0.05")
     wait_until(lambda: count(conn, "state IN ('dead', 'succeeded')") == 4, timeout=20)
     assert job_row(conn, unknown)["last_error"] == (
         "UnknownTask: no task named 'no_such_task' is registered in this worker"
@@ -124,13 +124,13 @@ def test_runner_killed_mid_job_loses_nothing(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     lease = ("--lease", "2", "--heartbeat", "0.5", "--sweep", "0.2", "--poll", "0.1")
-    doomed = start_worker(workers, database_url, "--queues", "default=1", *lease)
+    doomed = start_worker(workers, database_url, "--single", "--queues", "default=1", *lease)
     job_id = enqueue(conn, "nap", {"seconds": 1.5})
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM started") == 1, timeout=10)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     killed_at = time.monotonic()
-    start_worker(workers, database_url, "--queues", "default=1", *lease)
+    start_worker(workers, database_url, "--single", "--queues", "default=1", *lease)
     wait_until(lambda: job_row(conn, job_id)["state"] == "succeeded", timeout=15)
     assert time.monotonic() - killed_at < 2 + 0.2 + 1.5 + 3  # lease + sweep + the job + slack
     attempts = attempt_rows(conn, job_id)
@@ -143,7 +143,9 @@ def test_paused_queue_is_not_claimed_until_resumed(
 ) -> None:
     JobStore(conn).pause_queue("default", paused_by="test")
     job_id = enqueue(conn, "noop")
-    start_worker(workers, database_url, "--queues", "default=1,witness=1", "--poll", "0.05")
+    start_worker(
+        workers, database_url, "--single", "--queues", "default=1,witness=1", "--poll", "0.05"
+    )
     witness = enqueue(conn, "noop", queue="witness")
     # The worker claims for every queue as it starts; once the witness has run, it has also
     # looked at the paused queue, which already held a job.
@@ -158,7 +160,15 @@ def test_sigterm_finishes_running_jobs_releases_unstarted_and_exits_zero(
 ) -> None:
     ids = enqueue_many(conn, [JobRequest("nap", {"seconds": 1})] * 12)
     worker = start_worker(
-        workers, database_url, "--queues", "default=2", "--prefetch", "6", "--poll", "0.05"
+        workers,
+        database_url,
+        "--single",
+        "--queues",
+        "default=2",
+        "--prefetch",
+        "6",
+        "--poll",
+        "0.05",
     )
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM started") == 2, timeout=10)
     worker.signal(signal.SIGTERM)
@@ -178,14 +188,16 @@ def test_grace_shorter_than_a_job_releases_it_and_it_completes_once_later(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     job_id = enqueue(conn, "nap", {"seconds": 3})
-    worker = start_worker(workers, database_url, "--queues", "default=1", "--grace", "0.5")
+    worker = start_worker(
+        workers, database_url, "--single", "--queues", "default=1", "--grace", "0.5"
+    )
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM started") == 1, timeout=10)
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0
     row = job_row(conn, job_id)
     assert (row["state"], row["attempt"], row["max_attempts"]) == ("available", 1, 6)
     assert [a["outcome"] for a in attempt_rows(conn, job_id)] == ["released"]
-    start_worker(workers, database_url, "--queues", "default=1")
+    start_worker(workers, database_url, "--single", "--queues", "default=1")
     wait_until(lambda: job_row(conn, job_id)["state"] == "succeeded", timeout=15)
     assert [a["outcome"] for a in attempt_rows(conn, job_id)] == ["released", "succeeded"]
 
@@ -194,7 +206,9 @@ def test_second_sigterm_stops_at_once(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     job_id = enqueue(conn, "nap", {"seconds": 30})
-    worker = start_worker(workers, database_url, "--queues", "default=1", "--grace", "60")
+    worker = start_worker(
+        workers, database_url, "--single", "--queues", "default=1", "--grace", "60"
+    )
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM started") == 1, timeout=10)
     worker.signal(signal.SIGTERM)
     worker.wait_for_line("stopping; grace")
