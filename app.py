@@ -9,16 +9,23 @@ from typing import Any
 
 from flask import Flask
 from flask_migrate import Migrate
+from flask_wtf import CSRFProtect
 
+from blueprints.auth import bp as auth_bp
+from blueprints.auth import login_manager
+from blueprints.cycles import bp as cycles_bp
 from blueprints.health import bp as health_bp
 from blueprints.queues import bp as queues_bp
 from commands.jobs import jobs_cli
+from commands.seed import seed_demo_command
+from commands.users import users_cli
 from jobqueue.registry import import_task_modules
 from models import db
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 migrate = Migrate()
+csrf = CSRFProtect()
 
 
 def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
@@ -26,8 +33,11 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     app.config.from_mapping(
         DATABASE_URL=os.environ.get("DATABASE_URL", ""),
         SECRET_KEY=os.environ.get("SECRET_KEY", ""),
-        PAUTA_TASK_MODULES=os.environ.get("PAUTA_TASK_MODULES", ""),
+        PAUTA_TASK_MODULES=os.environ.get("PAUTA_TASK_MODULES", "hr.tasks"),
         SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
     )
     app.config.update(overrides or {})
     if not app.config["DATABASE_URL"]:
@@ -40,10 +50,16 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     import_task_modules(task_modules(app.config["PAUTA_TASK_MODULES"]))
     db.init_app(app)
     migrate.init_app(app, db, directory=str(MIGRATIONS))
+    csrf.init_app(app)
+    login_manager.init_app(app)
 
     app.register_blueprint(health_bp)
     app.register_blueprint(queues_bp)
+    app.register_blueprint(auth_bp)
+    app.register_blueprint(cycles_bp)
     app.cli.add_command(jobs_cli)
+    app.cli.add_command(users_cli)
+    app.cli.add_command(seed_demo_command)
     return app
 
 

@@ -1,4 +1,5 @@
-"""`make run`: database, migrations, the worker, the console (gunicorn) and a demo.
+"""`make run`: database, migrations, a demo tenant (once), the worker, the console (gunicorn), a
+local SMTP sink for the e-mails the worker sends, and a few demo jobs.
 
 Stops everything it started on SIGINT (Ctrl-C) or SIGTERM and exits 0.
 """
@@ -18,6 +19,9 @@ VAR = ROOT / "var"
 BIN = Path(sys.executable).parent
 PORT = int(os.environ.get("PORT", "8000"))
 QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2")
+SMTP_SINK_PORT = int(os.environ.get("PAUTA_SMTP_SINK_PORT", "8025"))
+MAILDIR = VAR / "mail"
+CREDENTIALS = VAR / "demo-credentials.txt"
 
 
 def secret_key() -> str:
@@ -47,6 +51,31 @@ def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
     raise SystemExit(f"the console did not answer {url} within 60 s")
 
 
+def seed_demo_once(env: dict[str, str]) -> None:
+    """Build the demo tenant on the first run; keep its credentials in var/ to show every run."""
+    seeded = subprocess.run(
+        [str(BIN / "flask"), "--app", "app", "seed-demo"],
+        env=env, cwd=ROOT, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    if "Log in with:" in seeded.stdout:
+        CREDENTIALS.write_text(seeded.stdout)
+        CREDENTIALS.chmod(0o600)
+    if CREDENTIALS.exists():
+        print(CREDENTIALS.read_text(), flush=True)
+
+
+def mail_env(env: dict[str, str]) -> dict[str, str]:
+    """Send the worker's e-mail to the local sink, unless SMTP_HOST names a real server."""
+    if env.get("SMTP_HOST"):
+        return env
+    return {
+        **env,
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(SMTP_SINK_PORT),
+        "PAUTA_BASE_URL": env.get("PAUTA_BASE_URL", f"http://127.0.0.1:{PORT}"),
+    }
+
+
 def demo(env: dict[str, str]) -> None:
     flask("jobs", "enqueue", "noop", "--count", "200", env=env)
     flask("jobs", "enqueue", "sleep", "--payload", '{"seconds": 2}', "--count", "8", env=env)
@@ -64,6 +93,8 @@ def main() -> int:
 
 def serve(env: dict[str, str]) -> int:
     flask("db", "upgrade", env=env)
+    seed_demo_once(env)
+    env = mail_env(env)
 
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
@@ -73,8 +104,17 @@ def serve(env: dict[str, str]) -> int:
     # Children get their own process group: Ctrl-C reaches only this process, which then sends
     # each child one SIGTERM (a second signal would make the worker stop without draining).
     worker = subprocess.Popen(
-        [sys.executable, "worker.py", "--queues", QUEUES], env=env, cwd=ROOT, process_group=0
+        [sys.executable, "worker.py", "--queues", QUEUES, "--tasks", "hr.tasks"],
+        env=env,
+        cwd=ROOT,
+        process_group=0,
     )
+    # aiosmtpd's own command line: every message it receives becomes a file in var/mail/new/.
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"127.0.0.1:{SMTP_SINK_PORT}",
+         "-c", "aiosmtpd.handlers.Mailbox", str(MAILDIR)],
+        env=env, cwd=ROOT, process_group=0,
+    )  # fmt: skip
     console = subprocess.Popen(
         [
             str(BIN / "gunicorn"),
@@ -89,11 +129,13 @@ def serve(env: dict[str, str]) -> int:
         cwd=ROOT,
         process_group=0,
     )
-    children = [worker, console]
+    children = [worker, console, sink]
     try:
         wait_for_health(f"http://127.0.0.1:{PORT}/healthz", children)
         demo(env)
-        print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)\n", flush=True)
+        print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)", flush=True)
+        print(f"E-mails: SMTP sink on 127.0.0.1:{SMTP_SINK_PORT}; read them in {MAILDIR}/new/"
+              " (one file per message)\n", flush=True)  # fmt: skip
         while not stop and all(child.poll() is None for child in children):
             time.sleep(0.2)
     finally:

@@ -24,18 +24,25 @@ class Base(DeclarativeBase):
 
 db = SQLAlchemy(model_class=Base)
 
+from models.cycles import CycleParticipant, Review, ReviewCycle  # noqa: E402
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
+from models.people import Employee, User  # noqa: E402
 from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
 from models.workers import Worker  # noqa: E402
 
 __all__ = [
+    "CycleParticipant",
+    "Employee",
     "Job",
     "JobAttempt",
     "JobStatsMinute",
     "Queue",
     "QueueDepthMinute",
+    "Review",
+    "ReviewCycle",
     "Tenant",
+    "User",
     "Worker",
     "db",
 ]

@@ -39,8 +39,8 @@ def test_enqueue_through_a_sqlalchemy_session_commits_and_rolls_back_with_it(
     engine = create_engine(sqlalchemy_url(database_url))
     try:
         with Session(engine) as session:
-            session.execute(text("CREATE TABLE reviews (id int)"))
-            session.execute(text("INSERT INTO reviews VALUES (1)"))
+            session.execute(text("CREATE TABLE scratch_rows (id int)"))
+            session.execute(text("INSERT INTO scratch_rows VALUES (1)"))
             enqueue(session, "noop")
             session.rollback()
         with Session(engine) as session:
@@ -49,7 +49,7 @@ def test_enqueue_through_a_sqlalchemy_session_commits_and_rolls_back_with_it(
         with engine.connect() as connection:
             assert connection.execute(text("SELECT count(*) FROM jobs")).scalar() == 1
             assert connection.execute(text("SELECT id FROM jobs")).scalar() == job_id
-            exists = connection.execute(text("SELECT to_regclass('reviews')")).scalar()
+            exists = connection.execute(text("SELECT to_regclass('scratch_rows')")).scalar()
             assert exists is None
     finally:
         engine.dispose()

@@ -1,0 +1,14 @@
+"""Forms of the auth blueprint."""
+
+from flask_wtf import FlaskForm
+from wtforms import EmailField, PasswordField
+from wtforms.validators import DataRequired, Length
+
+
+class LoginForm(FlaskForm):
+    email = EmailField("E-mail", validators=[DataRequired(), Length(max=254)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+
+
+class LogoutForm(FlaskForm):
+    """No fields: the CSRF token is what makes log-out a deliberate act."""

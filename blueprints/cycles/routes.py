@@ -1,0 +1,268 @@
+"""Review cycle pages. Each view: authorize, load through the tenant scope, call the domain,
+commit, flash, redirect. Refusals from the domain are answered in one place
+(:func:`refused`)."""
+
+from datetime import UTC, datetime
+
+from flask import (
+    Blueprint,
+    abort,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from flask_login import current_user
+
+from blueprints.auth.access import role_required
+from blueprints.cycles.forms import (
+    ActionForm,
+    CycleForm,
+    ParticipantFilterForm,
+    ParticipantsForm,
+    ReviewGenerationForm,
+    ReviewSubmissionForm,
+)
+from blueprints.scoping import get_or_404, scoped
+from hr import delivery, directory, progress
+from hr.activation import activate_cycle
+from hr.cycles import cancel_cycle, change_participants, close_cycle, create_cycle, update_cycle
+from hr.errors import DomainError, NotFound, StateConflict
+from hr.reviews import by_cycle, generate_reviews, reviews_of_reviewer, submit_review
+from models import Employee, Review, ReviewCycle, db
+from models.cycles import CycleStatus, ReviewStatus
+from models.people import Role
+
+bp = Blueprint("cycles", __name__)
+
+HR = (Role.HR_STAFF, Role.HR_ADMIN)
+HR_READERS = (Role.HR_STAFF, Role.HR_ADMIN, Role.PLATFORM_ADMIN)
+REVIEWERS = (Role.EMPLOYEE, Role.HR_STAFF, Role.HR_ADMIN)
+
+
+@bp.errorhandler(DomainError)
+def refused(error: DomainError) -> ResponseReturnValue:
+    """The domain said no: nothing was changed. 409 for a state conflict over JSON; for HTML,
+    the reason as a flash message on the page the user came from."""
+    db.session.rollback()
+    if isinstance(error, NotFound):
+        abort(404)
+    if wants_json():
+        status = 409 if isinstance(error, StateConflict) else 422
+        return jsonify(error=str(error)), status
+    flash(str(error), "error")
+    arguments = request.view_args or {}
+    if "cycle_id" in arguments:
+        return redirect(url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"]), 303)
+    return redirect(url_for("cycles.cycle_list"), 303)
+
+
+@bp.app_template_filter("utc")
+def utc(moment: datetime, format: str) -> str:
+    """A timestamp as UTC, whatever the database session's time zone; pages label it UTC."""
+    return moment.astimezone(UTC).strftime(format)
+
+
+def wants_json() -> bool:
+    best = request.accept_mimetypes.best_match(["text/html", "application/json"])
+    return request.is_json or best == "application/json"
+
+
+@bp.get("/cycles/")
+@role_required(*HR_READERS)
+def cycle_list() -> ResponseReturnValue:
+    cycles = progress.cycle_summaries(db.session, scoped(ReviewCycle))
+    return render_template("cycles/cycle_list.html", cycles=cycles)
+
+
+@bp.route("/cycles/new", methods=["GET", "POST"])
+@role_required(*HR)
+def cycle_create() -> ResponseReturnValue:
+    form = CycleForm()
+    if form.validate_on_submit():
+        cycle = create_cycle(db.session, current_user.tenant_id, form.details())
+        db.session.commit()
+        flash(f"Draft “{cycle.name}” created. Next: choose its participants.", "success")
+        return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id), 303)
+    return render_template("cycles/cycle_form.html", form=form, cycle=None)
+
+
+@bp.route("/cycles/<int:cycle_id>/edit", methods=["GET", "POST"])
+@role_required(*HR)
+def cycle_edit(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    form = CycleForm(obj=cycle)
+    if form.validate_on_submit():
+        update_cycle(db.session, cycle.tenant_id, cycle.id, form.details())
+        db.session.commit()
+        flash("Cycle details saved.", "success")
+        return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
+    return render_template("cycles/cycle_form.html", form=form, cycle=cycle)
+
+
+@bp.get("/cycles/<int:cycle_id>")
+@role_required(*HR_READERS)
+def cycle_detail(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    notifications = delivery.deliveries(db.session, cycle)
+    return render_template(
+        "cycles/cycle_detail.html",
+        cycle=cycle,
+        participants=progress.participant_count(db.session, cycle),
+        counts=progress.status_counts(db.session, cycle),
+        reviewers=progress.reviewer_progress(db.session, cycle),
+        reviewees=progress.reviewee_progress(db.session, cycle),
+        notifications=notifications,
+        delivery_counts=delivery.delivery_counts(notifications),
+        action_form=ActionForm(),
+    )
+
+
+@bp.route("/cycles/<int:cycle_id>/participants", methods=["GET", "POST"])
+@role_required(*HR)
+def cycle_participants(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    managers = directory.managers(db.session, cycle.tenant_id)
+    filters = ParticipantFilterForm(
+        request.args,
+        managers=[(manager.id, manager.name) for manager in managers],
+        departments=directory.departments(db.session, cycle.tenant_id),
+    )
+    shown = directory.employees(db.session, cycle.tenant_id, **filters.criteria())
+    form = ParticipantsForm()
+    form.show(
+        [(entry.id, entry.label) for entry in shown],
+        directory.participant_ids(db.session, cycle.id),
+    )
+    if form.validate_on_submit():
+        add, remove = form.changes()
+        change = change_participants(db.session, cycle.tenant_id, cycle.id, add, remove)
+        db.session.commit()
+        flash(change.summary, "success")
+        return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id, **request.args))
+    return render_template(
+        "cycles/cycle_participants.html",
+        cycle=cycle,
+        filters=filters,
+        form=form,
+        total=progress.participant_count(db.session, cycle),
+    )
+
+
+@bp.route("/cycles/<int:cycle_id>/reviews", methods=["GET", "POST"])
+@role_required(*HR)
+def reviews_generate(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    form = ReviewGenerationForm()
+    if form.validate_on_submit():
+        created = generate_reviews(db.session, cycle.tenant_id, cycle.id, form.peers.data or 0)
+        db.session.commit()
+        flash(f"{created} reviews generated. Next: activate the cycle.", "success")
+        return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
+    return render_template(
+        "cycles/reviews_generate.html",
+        cycle=cycle,
+        form=form,
+        participants=progress.participant_count(db.session, cycle),
+        counts=progress.status_counts(db.session, cycle),
+    )
+
+
+@bp.post("/cycles/<int:cycle_id>/activate")
+@role_required(Role.HR_ADMIN)
+def cycle_activate(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    activation = activate_cycle(db.session, cycle.tenant_id, cycle.id, current_user.id)
+    db.session.commit()
+    if wants_json():
+        return jsonify(
+            cycle_id=cycle.id,
+            status=CycleStatus.ACTIVE,
+            reviews_opened=activation.reviews_opened,
+            notifications=len(activation.notifications),
+        )
+    flash(
+        f"“{cycle.name}” is active: {activation.reviews_opened} reviews are open and "
+        f"{len(activation.notifications)} reviewers are being notified.",
+        "success",
+    )
+    return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
+
+
+@bp.post("/cycles/<int:cycle_id>/close")
+@role_required(Role.HR_ADMIN)
+def cycle_close(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    close_cycle(db.session, cycle.tenant_id, cycle.id)
+    db.session.commit()
+    flash(f"“{cycle.name}” is closed; no more reviews can be submitted.", "success")
+    return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
+
+
+@bp.post("/cycles/<int:cycle_id>/cancel")
+@role_required(Role.HR_ADMIN)
+def cycle_cancel(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    cancel_cycle(db.session, cycle.tenant_id, cycle.id)
+    db.session.commit()
+    flash(f"“{cycle.name}” is cancelled.", "success")
+    return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
+
+
+@bp.get("/cycles/<int:cycle_id>/notifications/<int:job_id>")
+@role_required(*HR_READERS)
+def notification_detail(cycle_id: int, job_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    notification = delivery.delivery(db.session, cycle, job_id)
+    if notification is None:
+        abort(404)
+    return render_template(
+        "cycles/notification_detail.html",
+        cycle=cycle,
+        notification=notification,
+        reviewer=get_or_404(Employee, notification.reviewer_id),
+        attempts=delivery.delivery_attempts(db.session, job_id),
+    )
+
+
+@bp.get("/my/reviews")
+@role_required(*REVIEWERS)
+def my_reviews() -> ResponseReturnValue:
+    cycle_id = request.args.get("cycle", type=int)
+    reviews = []
+    if current_user.employee_id is not None:
+        reviews = reviews_of_reviewer(
+            db.session, scoped(Review), current_user.employee_id, cycle_id
+        )
+    return render_template("cycles/my_reviews.html", cycles=by_cycle(reviews), cycle_id=cycle_id)
+
+
+@bp.route("/my/reviews/<int:review_id>", methods=["GET", "POST"])
+@role_required(*REVIEWERS)
+def review_submit(review_id: int) -> ResponseReturnValue:
+    review = get_or_404(Review, review_id)
+    if review.reviewer_id != current_user.employee_id or review.status == ReviewStatus.PENDING:
+        abort(404)
+    form = ReviewSubmissionForm(obj=review)
+    if form.validate_on_submit():
+        submit_review(
+            db.session,
+            review.tenant_id,
+            review.reviewer_id,
+            review.id,
+            form.rating.data,
+            form.comments.data or "",
+        )
+        db.session.commit()
+        flash("Thank you: your review is submitted.", "success")
+        return redirect(url_for("cycles.my_reviews", cycle=review.cycle_id), 303)
+    return render_template(
+        "cycles/review_form.html",
+        review=review,
+        form=form,
+        cycle=get_or_404(ReviewCycle, review.cycle_id),
+        reviewee=get_or_404(Employee, review.reviewee_id),
+    )

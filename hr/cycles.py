@@ -1,0 +1,164 @@
+"""A cycle's life outside activation: drafting, choosing participants, cancelling, closing.
+
+Every change takes the cycle's row lock first (``SELECT ... FOR UPDATE``), so it serializes with
+activation and with itself: a participant list cannot change while a cycle is being activated.
+Nothing here commits; the caller does.
+"""
+
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from hr.errors import InvalidInput, NotFound, StateConflict
+from models import CycleParticipant, Employee, Review, ReviewCycle
+from models.cycles import CycleStatus
+
+MAX_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CycleDetails:
+    """What HR types about a cycle."""
+
+    name: str
+    period_start: date
+    period_end: date
+    due_date: date
+
+    def check(self) -> None:
+        if not self.name.strip() or len(self.name) > MAX_NAME_LENGTH:
+            raise InvalidInput(f"the name needs 1 to {MAX_NAME_LENGTH} characters")
+        if self.period_end < self.period_start:
+            raise InvalidInput("the period must end on or after its first day")
+        if self.due_date < self.period_start:
+            raise InvalidInput("the due date cannot be before the period starts")
+
+
+@dataclass(frozen=True, slots=True)
+class ParticipantChange:
+    added: int
+    removed: int
+    reviews_discarded: int  # generated reviews dropped because the people changed
+
+    @property
+    def summary(self) -> str:
+        """One sentence for the user."""
+        if not (self.added or self.removed):
+            return "No change to the participants."
+        text = f"{self.added} participants added, {self.removed} removed."
+        if self.reviews_discarded:
+            text += (
+                f" The {self.reviews_discarded} generated reviews no longer matched and were"
+                " discarded: generate them again."
+            )
+        return text
+
+
+def lock_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
+    """The cycle, row-locked until the transaction ends, re-read from the database."""
+    cycle = session.scalars(
+        select(ReviewCycle)
+        .where(ReviewCycle.id == cycle_id, ReviewCycle.tenant_id == tenant_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+    if cycle is None:
+        raise NotFound(f"there is no review cycle {cycle_id}")
+    return cycle
+
+
+def require_status(cycle: ReviewCycle, expected: CycleStatus, action: str) -> None:
+    """Refuse ``action`` unless the (locked) cycle is in state ``expected``."""
+    if cycle.status != expected:
+        raise StateConflict(
+            f"“{cycle.name}” cannot be {action}: it is {cycle.status}, not {expected}. "
+            "Nothing was changed."
+        )
+
+
+def create_cycle(session: Session, tenant_id: int, details: CycleDetails) -> ReviewCycle:
+    details.check()
+    cycle = ReviewCycle(
+        tenant_id=tenant_id,
+        name=details.name.strip(),
+        status=CycleStatus.DRAFT,
+        period_start=details.period_start,
+        period_end=details.period_end,
+        due_date=details.due_date,
+    )
+    session.add(cycle)
+    session.flush()
+    return cycle
+
+
+def update_cycle(
+    session: Session, tenant_id: int, cycle_id: int, details: CycleDetails
+) -> ReviewCycle:
+    details.check()
+    cycle = lock_cycle(session, tenant_id, cycle_id)
+    require_status(cycle, CycleStatus.DRAFT, "edited")
+    cycle.name = details.name.strip()
+    cycle.period_start = details.period_start
+    cycle.period_end = details.period_end
+    cycle.due_date = details.due_date
+    return cycle
+
+
+def change_participants(
+    session: Session, tenant_id: int, cycle_id: int, add: set[int], remove: set[int]
+) -> ParticipantChange:
+    """Add and remove employees (ids of the cycle's tenant) while the cycle is a draft.
+
+    The generated reviews no longer match a changed list, so they are discarded.
+    """
+    cycle = lock_cycle(session, tenant_id, cycle_id)
+    require_status(cycle, CycleStatus.DRAFT, "given other participants")
+    add, remove = add - remove, remove - add
+    known = set(
+        session.scalars(
+            select(Employee.id).where(Employee.tenant_id == tenant_id, Employee.id.in_(add))
+        )
+    )
+    if unknown := add - known:
+        raise InvalidInput(f"no such employees: {', '.join(map(str, sorted(unknown)))}")
+    current = set(
+        session.scalars(
+            select(CycleParticipant.employee_id).where(CycleParticipant.cycle_id == cycle_id)
+        )
+    )
+    to_add, to_remove = add - current, remove & current
+    if to_add:
+        session.execute(
+            insert(CycleParticipant),
+            [{"tenant_id": tenant_id, "cycle_id": cycle_id, "employee_id": e} for e in to_add],
+        )
+    if to_remove:
+        session.execute(
+            delete(CycleParticipant).where(
+                CycleParticipant.cycle_id == cycle_id,
+                CycleParticipant.employee_id.in_(to_remove),
+            )
+        )
+    discarded = 0
+    if to_add or to_remove:
+        discarded = session.execute(delete(Review).where(Review.cycle_id == cycle_id)).rowcount
+    return ParticipantChange(len(to_add), len(to_remove), discarded)
+
+
+def cancel_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
+    """Abandon a draft; its participants and reviews stay for the record."""
+    cycle = lock_cycle(session, tenant_id, cycle_id)
+    require_status(cycle, CycleStatus.DRAFT, "cancelled")
+    cycle.status = CycleStatus.CANCELLED
+    return cycle
+
+
+def close_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
+    """End an active cycle: reviews not yet submitted can no longer be."""
+    cycle = lock_cycle(session, tenant_id, cycle_id)
+    require_status(cycle, CycleStatus.ACTIVE, "closed")
+    cycle.status = CycleStatus.CLOSED
+    cycle.closed_at = func.now()
+    return cycle

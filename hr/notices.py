@@ -1,0 +1,94 @@
+"""The e-mail telling a reviewer that their reviews of a cycle are open: its data and its text.
+
+Read with the worker's psycopg connection, rendered with Jinja2 (plain text and HTML), both
+without Flask: the worker does not import the web application.
+"""
+
+from dataclasses import dataclass
+from datetime import date
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import formataddr, parseaddr
+from typing import Any
+
+import psycopg
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from psycopg.rows import class_row
+
+from hr.mail import MailSettings, check_address
+
+# The reviewer's page in the web app (blueprints/cycles: my_reviews); a test holds them equal.
+REVIEWER_PAGE = "/my/reviews?cycle={cycle_id}"
+
+_templates = Environment(
+    loader=PackageLoader("hr", "mail_templates"),
+    autoescape=select_autoescape(["html"]),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+NOTICE_QUERY = """
+SELECT c.id AS cycle_id, c.name AS cycle_name, c.status AS cycle_status, c.due_date,
+       t.name AS organisation, e.id AS reviewer_id, e.name AS reviewer_name,
+       e.email AS reviewer_email,
+       array_agg(reviewee.name || ' (' || r.kind || ')' ORDER BY r.kind <> 'self', reviewee.name)
+           AS reviews
+FROM review_cycles c
+JOIN tenants t ON t.id = c.tenant_id
+JOIN reviews r ON r.cycle_id = c.id AND r.tenant_id = c.tenant_id
+JOIN employees e ON e.id = r.reviewer_id AND e.tenant_id = c.tenant_id
+JOIN employees reviewee ON reviewee.id = r.reviewee_id AND reviewee.tenant_id = c.tenant_id
+WHERE c.tenant_id = %(tenant_id)s AND c.id = %(cycle_id)s AND r.reviewer_id = %(reviewer_id)s
+GROUP BY c.id, t.name, e.id
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewerNotice:
+    cycle_id: int
+    cycle_name: str
+    cycle_status: str
+    due_date: date
+    organisation: str
+    reviewer_id: int
+    reviewer_name: str
+    reviewer_email: str
+    reviews: list[str]  # "Name (kind)", the self-review first
+
+
+def load_notice(
+    connection: psycopg.Connection[Any], tenant_id: int, cycle_id: int, reviewer_id: int
+) -> ReviewerNotice | None:
+    """What the reviewer's e-mail says, or None if they have no review in that cycle."""
+    with connection.cursor(row_factory=class_row(ReviewerNotice)) as cursor:
+        cursor.execute(
+            NOTICE_QUERY,
+            {"tenant_id": tenant_id, "cycle_id": cycle_id, "reviewer_id": reviewer_id},
+        )
+        return cursor.fetchone()
+
+
+def render_notice(notice: ReviewerNotice, settings: MailSettings, tenant_id: int) -> EmailMessage:
+    """The e-mail, plain text with an HTML alternative, addressed to the reviewer."""
+    recipient = check_address(notice.reviewer_email)
+    context = {
+        "notice": notice,
+        "link": settings.base_url + REVIEWER_PAGE.format(cycle_id=notice.cycle_id),
+        "due": f"{notice.due_date:%A} {notice.due_date.day} {notice.due_date:%B %Y}",
+    }
+    message = EmailMessage()
+    message["Subject"] = f"Reviews due {notice.due_date:%d %b %Y}: {notice.cycle_name}"
+    message["From"] = settings.sender
+    message["To"] = formataddr((notice.reviewer_name, recipient))
+    # The same id on every attempt: a mail sent twice (delivery is at least once) is recognisable
+    # as one message by the receiving side.
+    domain = Address(addr_spec=parseaddr(settings.sender)[1] or "pauta@localhost").domain
+    message["Message-ID"] = (
+        f"<review-notice.{tenant_id}.{notice.cycle_id}.{notice.reviewer_id}@{domain}>"
+    )
+    message.set_content(_templates.get_template("reviewer_notice.txt").render(context))
+    message.add_alternative(
+        _templates.get_template("reviewer_notice.html").render(context), subtype="html"
+    )
+    return message

@@ -1,0 +1,47 @@
+"""The review cycle's background task: e-mail each reviewer that their reviews are open.
+
+Imported by the worker (``--tasks hr.tasks``) and by the web app (which enqueues it); it does not
+import Flask or the models, so the worker stays free of the web application.
+
+Retries: up to 5 attempts, full-jitter backoff from ``PAUTA_MAIL_RETRY_BASE_SECONDS`` (default
+10 s, doubling) capped at 5 minutes. The variable is read once, at import; tests set it low.
+"""
+
+import os
+from functools import cache
+
+from hr.mail import MailSettings, send
+from hr.notices import load_notice, render_notice
+from jobqueue import JobContext, PermanentError, RetryPolicy, task
+
+# Also the predicate of the dedup index jobs_notify_reviewer_key (models/cycles.py), which this
+# module must not import; tests/hr/test_tasks.py holds the two equal.
+NOTIFY_REVIEWER = "hr.notify_reviewer"
+NOTIFICATIONS_QUEUE = "notifications"
+
+MAIL_RETRY = RetryPolicy(
+    max_attempts=5,
+    base_seconds=float(os.environ.get("PAUTA_MAIL_RETRY_BASE_SECONDS", "10")),
+    factor=2.0,
+    cap_seconds=300.0,
+)
+
+
+@cache
+def mail_settings() -> MailSettings:
+    return MailSettings.from_environ()
+
+
+@task(NOTIFY_REVIEWER, queue=NOTIFICATIONS_QUEUE, retry=MAIL_RETRY, pass_context=True)
+def notify_reviewer(ctx: JobContext, cycle_id: int, reviewer_id: int) -> None:
+    """Send reviewer ``reviewer_id`` the e-mail for cycle ``cycle_id`` of the job's tenant."""
+    with ctx.connection() as connection:
+        notice = load_notice(connection, ctx.tenant_id, cycle_id, reviewer_id)
+    if notice is None:
+        raise PermanentError(f"employee {reviewer_id} has no review in cycle {cycle_id}")
+    if notice.cycle_status != "active":
+        raise PermanentError(
+            f"cycle {notice.cycle_name!r} is {notice.cycle_status}; the notice is no longer due"
+        )
+    settings = mail_settings()
+    send(render_notice(notice, settings, ctx.tenant_id), settings)
