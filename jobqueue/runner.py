@@ -18,6 +18,7 @@ write every result, then close.
 """
 
 import logging
+import math
 import os
 import random
 import secrets
@@ -47,6 +48,41 @@ PRUNE_BATCH = 5000
 log = logging.getLogger("jobqueue.runner")
 
 
+class Prefetch:
+    """How many jobs beyond its threads a consumer claims ahead.
+
+    Enough, for short jobs, that the threads do not wait for the next claim's round trip; none
+    for long jobs, which would otherwise wait in this process's buffer while another worker is
+    idle. The estimate follows moving averages of the jobs' run time and the claim's latency,
+    and never exceeds the ``prefetch`` setting.
+    """
+
+    SMOOTHING = 0.2
+
+    def __init__(self, threads: int, maximum: int) -> None:
+        self.threads = threads
+        self.maximum = maximum
+        self.runtime: float | None = None  # seconds, moving average; None until a job ran
+        self.claim_latency = 0.001  # seconds, moving average
+
+    def observe_runtime(self, seconds: float) -> None:
+        # Worker threads race here; under the GIL a lost update only delays the average.
+        previous = self.runtime
+        self.runtime = (
+            seconds if previous is None else previous + self.SMOOTHING * (seconds - previous)
+        )
+
+    def observe_claim(self, seconds: float) -> None:
+        self.claim_latency += self.SMOOTHING * (seconds - self.claim_latency)
+
+    def amount(self) -> int:
+        if self.runtime is None or self.maximum == 0:
+            return 0
+        # What the threads get through during two claim round trips.
+        wanted = 2 * self.threads * self.claim_latency / max(self.runtime, 1e-6)
+        return min(self.maximum, math.floor(wanted))
+
+
 class Consumer:
     """Claims the jobs of one queue and runs them on a pool of threads."""
 
@@ -54,7 +90,7 @@ class Consumer:
         self.runner = runner
         self.queue = queue
         self.threads = threads
-        self.capacity = threads + runner.settings.prefetch
+        self.prefetch = Prefetch(threads, runner.settings.prefetch)
         self.wake = threading.Event()
         self._buffer: SimpleQueue[ClaimedJob | None] = SimpleQueue()
         self._outstanding = 0  # claimed by this consumer and not yet handed to the completer
@@ -84,7 +120,7 @@ class Consumer:
         settings = self.runner.settings
         while not self.runner.stopping.is_set():
             self.wake.clear()
-            free = self.capacity - self._outstanding
+            free = self.threads + self.prefetch.amount() - self._outstanding
             if free > 0 and self._buffer.qsize() < self.threads:
                 jobs = self._claim(free)
                 if jobs and len(jobs) == free:
@@ -96,9 +132,11 @@ class Consumer:
     def _claim(self, limit: int) -> list[ClaimedJob]:
         runner = self.runner
         settings = runner.settings
+        started = time.perf_counter()
         jobs = self._link.call(
             lambda store: store.claim(self.queue, limit, runner.worker_id, settings.lease_seconds)
         )
+        self.prefetch.observe_claim(time.perf_counter() - started)
         if not jobs:
             return []
         runner.hold(jobs)
@@ -116,13 +154,15 @@ class Consumer:
             with self._lock:
                 self._running[job.id, job.attempt] = (job, time.monotonic())
             result = run_job(job, runner.tasks, runner.worker_id, runner.task_connection)
+            self.prefetch.observe_runtime(result.duration)
             with self._lock:
                 self._running.pop((job.id, job.attempt), None)
                 self._outstanding -= 1
                 abandoned = self._abandoned
             if not abandoned:
                 runner.submit(result)
-            self.wake.set()
+            if self._buffer.qsize() < self.threads:  # the fetcher has room to claim again
+                self.wake.set()
 
     # -- stopping ------------------------------------------------------------------------------
 
