@@ -94,6 +94,7 @@ def run_runner(settings: WorkerSettings, parent_id: int | None, parent: int | No
     signals: SimpleQueue[int] = SimpleQueue()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1):
         signal.signal(signum, lambda signum, _frame: signals.put(signum))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # settings are read at start only
     if parent is not None:
         die_with_parent()
 

@@ -33,7 +33,7 @@ class Maintainer:
         self.is_leader = False
         self.rounds = 0  # completed maintenance rounds as leader (tests wait on it)
         self._stats = StatsRecorder()  # what the sweeper decides counts in the per-minute stats
-        self._next_sample = 0.0
+        self._sampled_minute = -1  # wall-clock minute of the last depth sample
         self._next_prune = 0.0
         self._link = Link(settings.database_url, "maintainer", stop)
         self._link.on_connect = self._on_connect
@@ -46,7 +46,14 @@ class Maintainer:
                 if self.is_leader:
                     log.info("%s is the maintenance leader", self.name)
             if self.is_leader:  # one try per duty: after a reconnect the lock must be won again
-                self._link.call(self._maintain, tries=1)
+                try:
+                    self._link.call(self._maintain, tries=1)
+                except Exception:
+                    # A bug or an unexpected database error: give up the lock (by closing the
+                    # session) so that another process can lead, and try again next round.
+                    log.exception("maintenance failed; stepping down")
+                    self._link.close()
+                    self.is_leader = False
             jitter = random.uniform(0.8, 1.2)  # noqa: S311 - spreading load, not security
             self.stop.wait(self.settings.sweep_seconds * jitter)
         self._link.close()
@@ -61,10 +68,11 @@ class Maintainer:
         lost = store.mark_lost_workers(self.settings.lost_after_seconds)
         if lost:
             log.warning("marked %d silent workers lost: %s", len(lost), ", ".join(lost))
-        now = time.monotonic()
-        if now >= self._next_sample:
+        minute = int(time.time() // self.settings.depth_sample_seconds)
+        if minute != self._sampled_minute:  # once per period, aligned to the clock
             store.sample_depth()
-            self._next_sample = now + self.settings.depth_sample_seconds
+            self._sampled_minute = minute
+        now = time.monotonic()
         if now >= self._next_prune:
             self._prune(store)
             self._next_prune = now + self.settings.prune_seconds

@@ -352,7 +352,15 @@ SET succeeded = stats.succeeded + excluded.succeeded,
     wait_max = greatest(stats.wait_max, excluded.wait_max)
 
 -- name: queue_depth_sample
--- Record every queue's depth per tenant for this minute (live states only: partial indexes).
+-- Record every queue's depth per tenant for this minute. Each arm of the UNION reads one state
+-- through that state's partial index, so finished jobs are never read.
+WITH live AS (
+    SELECT queue, tenant_id, state, available_at FROM jobs WHERE state = 'available'
+    UNION ALL
+    SELECT queue, tenant_id, state, NULL FROM jobs WHERE state = 'running'
+    UNION ALL
+    SELECT queue, tenant_id, state, NULL FROM jobs WHERE state = 'dead'
+)
 INSERT INTO queue_depth_minute AS depth (queue, minute, tenant_id, available, scheduled,
                                          running, dead, oldest_available_seconds)
 SELECT queue, date_trunc('minute', now()), tenant_id,
@@ -362,8 +370,7 @@ SELECT queue, date_trunc('minute', now()), tenant_id,
        count(*) FILTER (WHERE state = 'dead'),
        extract(epoch FROM now() - min(available_at)
                              FILTER (WHERE state = 'available' AND available_at <= now()))
-FROM jobs
-WHERE state IN ('available', 'running', 'dead')
+FROM live
 GROUP BY queue, tenant_id
 ON CONFLICT (queue, minute, tenant_id) DO UPDATE
 SET available = excluded.available,
@@ -396,7 +403,7 @@ RETURNING id
 UPDATE workers
 SET last_heartbeat_at = now(),
     in_flight = %(in_flight)s,
-    state = CASE WHEN state = 'lost' THEN 'running' ELSE state END
+    state = %(state)s  -- a worker marked lost that speaks again is back
 WHERE id = %(id)s
 RETURNING drain_requested_at IS NOT NULL
 

@@ -43,7 +43,6 @@ from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity
 
 NOTIFY_CHANNEL = "pauta_jobs"
 RESULT_BATCH = 1000
-PRUNE_BATCH = 5000
 
 log = logging.getLogger("jobqueue.runner")
 
@@ -407,7 +406,7 @@ class Runner:
                     "lost job %d attempt %d: its lease was taken over; result discarded",
                     result.job_id,
                     result.attempt,
-                    extra=_job_fields(result, "lost"),
+                    extra=_job_fields(result, "lost", self.worker_id),
                 )
                 continue
             assert minute is not None  # noqa: S101 - rows came back, so did their minute
@@ -415,7 +414,11 @@ class Runner:
             self.stats.finished(key, state, result.duration, result.wait)
             outcome = "retry" if state == "available" else state
             if outcome == "succeeded":
-                job_log.debug("job %d succeeded", result.job_id, extra=_job_fields(result, outcome))
+                job_log.debug(
+                    "job %d succeeded",
+                    result.job_id,
+                    extra=_job_fields(result, outcome, self.worker_id),
+                )
             else:
                 job_log.warning(
                     "job %d attempt %d %s: %s",
@@ -423,7 +426,7 @@ class Runner:
                     result.attempt,
                     "failed, retry scheduled" if outcome == "retry" else "is dead",
                     result.error,
-                    extra=_job_fields(result, outcome),
+                    extra=_job_fields(result, outcome, self.worker_id),
                 )
 
     # -- heartbeat -----------------------------------------------------------------------------
@@ -456,7 +459,8 @@ class Runner:
             for job_id, attempt in lost:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
             self._forget(lost)  # its result, if it comes, will be fenced out
-        if self.row_id is not None and store.worker_heartbeat(self.row_id, len(held)):
+        state = "draining" if self.stopping.is_set() else "running"
+        if self.row_id is not None and store.worker_heartbeat(self.row_id, state, len(held)):
             if not self.drain_requested.is_set():
                 log.info("worker %s: drain requested through the console", self.worker_id)
             self.drain_requested.set()
@@ -494,9 +498,10 @@ class Runner:
 job_log = logging.getLogger("jobqueue.jobs")
 
 
-def _job_fields(result: AttemptResult, outcome: str) -> dict[str, Any]:
+def _job_fields(result: AttemptResult, outcome: str, worker: str) -> dict[str, Any]:
     """Structured fields of a job's log record (JSON logs carry them as keys)."""
     return {
+        "worker": worker,
         "job_id": result.job_id,
         "task": result.job.task,
         "queue": result.job.queue,

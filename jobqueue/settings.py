@@ -68,7 +68,11 @@ class WorkerSettings:
                     f"queues: {name!r} is not a valid queue name "
                     "(1-63 lowercase letters, digits, '_', '.' or '-')"
                 )
-            if not isinstance(threads, int) or not 1 <= threads <= 1000:
+            if (
+                isinstance(threads, bool)
+                or not isinstance(threads, int)
+                or not 1 <= threads <= 1000
+            ):
                 raise SettingsError(f"queues: {name} needs 1 to 1000 threads, not {threads!r}")
         for spec in fields(self):
             value = getattr(self, spec.name)

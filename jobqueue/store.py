@@ -264,9 +264,11 @@ class JobStore:
         }
         return int(_one(self._execute("worker_register", params))[0])
 
-    def worker_heartbeat(self, worker_id: int, in_flight: int) -> bool:
-        """Record a heartbeat; returns True when someone asked this worker to drain."""
-        row = self._execute("worker_heartbeat", {"id": worker_id, "in_flight": in_flight})
+    def worker_heartbeat(self, worker_id: int, state: str, in_flight: int) -> bool:
+        """Record a heartbeat (state: running or draining); returns True when someone asked this
+        worker to drain."""
+        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+        row = self._execute("worker_heartbeat", params)
         found = row.fetchone()
         return bool(found and found[0])
 

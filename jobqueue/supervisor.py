@@ -2,8 +2,10 @@
 
 Modelled on gunicorn's arbiter. Signal handlers only put the signal on a queue; one loop waits
 for signals with a timeout, dispatches them, reaps children, restarts a crashed child with
-backoff, records its own heartbeat and stops children that outlive the grace period. The
-leader's maintenance duties run on a thread of the supervisor, never in the children.
+backoff and stops children that outlive the grace period. Two threads do the database work, so
+an unreachable database never stalls the loop: the heartbeat (which also learns of a drain
+asked through the ``workers`` table, and queues it like a signal) and the leader's maintenance
+duties, which run in the supervisor, never in the children.
 
 Children are started as fresh interpreters (fork and exec), so nothing of the supervisor's
 threads or database connections leaks into them. Each child is a :class:`Runner` for one queue
@@ -24,12 +26,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from queue import Empty, SimpleQueue
 
 from jobqueue.connections import Link
 from jobqueue.maintenance import Maintainer
 from jobqueue.settings import WorkerSettings
-from jobqueue.store import WorkerIdentity
+from jobqueue.store import JobStore, WorkerIdentity
 
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the database could not be reached at start
@@ -37,6 +40,8 @@ EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug stopped the runner
 EXIT_CONFIG = 78  # EX_CONFIG: the settings are wrong; restarting will not help
 
 LOOP_SECONDS = 0.5
+DRAIN_REQUESTED = 0  # queued, like a signal, by the heartbeat when the console asks for a drain
+IGNORED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 STABLE_SECONDS = 60.0  # a child that ran this long has its restart backoff reset
 KILL_MARGIN_SECONDS = 10.0  # past the grace period, before SIGKILL
 
@@ -80,7 +85,9 @@ class Supervisor:
         )
         self._done = threading.Event()
         self._link = Link(settings.database_url, "supervisor", self._done)
-        self._next_beat = 0.0
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat_loop, name="heartbeat", daemon=True
+        )
         self._maintainer = Maintainer(settings, self.identity.name, self._done)
         self._maintainer_thread = threading.Thread(
             target=self._maintainer.run, name="maintainer", daemon=True
@@ -89,9 +96,10 @@ class Supervisor:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, *IGNORED_SIGNALS):
             signal.signal(signum, lambda signum, _frame: self.signals.put(signum))
         self.row_id = self._link.call(lambda store: store.register_worker(self.identity))
+        self._heartbeat_thread.start()
         if self.settings.maintenance:
             self._maintainer_thread.start()
         queues = ", ".join(f"{name}={threads}" for name, threads in self.settings.queues.items())
@@ -104,7 +112,6 @@ class Supervisor:
             except Empty:
                 pass
             self.reap_children()
-            self.heartbeat()
             if self.stopping:
                 if not any(child.alive for child in self.children.values()):
                     break
@@ -113,17 +120,23 @@ class Supervisor:
                 log.info("every child drained on request; stopping")
                 self.stopping = True
         self._done.set()
-        if self._maintainer_thread.is_alive():
-            self._maintainer_thread.join(10)  # its session ends, freeing the leader lock
+        for thread in (self._heartbeat_thread, self._maintainer_thread):
+            if thread.is_alive():
+                thread.join(10)  # the maintainer's session ends, freeing the leader lock
         self._set_state("stopped")
         self._link.close()
         log.info("supervisor %s stopped", self.identity.name)
         return self.exit_code
 
     def dispatch(self, signum: int) -> None:
+        if signum == DRAIN_REQUESTED:
+            if not self.stopping:
+                log.info("drain requested through the console")
+                self.stop(graceful=True)
+            return
         name = signal.Signals(signum).name
-        if signum == signal.SIGHUP:
-            log.info("received SIGHUP: ignored (restart the service to reload settings)")
+        if signum in IGNORED_SIGNALS:
+            log.info("received %s: ignored (restart the service to reload settings)", name)
         elif signum == signal.SIGQUIT or self.stopping:
             log.info("received %s: stopping children at once", name)
             self.stop(graceful=False)
@@ -205,17 +218,21 @@ class Supervisor:
 
     # -- registry ------------------------------------------------------------------------------
 
-    def heartbeat(self) -> None:
-        now = time.monotonic()
-        if self.row_id is None or now < self._next_beat:
-            return
-        self._next_beat = now + self.settings.heartbeat_seconds
+    def _heartbeat_loop(self) -> None:
+        """Record the supervisor's heartbeat; queue a drain asked through the workers table."""
+        link = Link(self.settings.database_url, "supervisor heartbeat", self._done)
         row_id = self.row_id
-        alive = sum(1 for child in self.children.values() if child.alive)
-        drain = self._link.call(lambda store: store.worker_heartbeat(row_id, alive), tries=1)
-        if drain and not self.stopping:
-            log.info("drain requested through the console")
-            self.stop(graceful=True)
+        assert row_id is not None  # noqa: S101 - started after registering
+        while not self._done.wait(self.settings.heartbeat_seconds):
+            state = "draining" if self.stopping else "running"
+            # A supervisor runs no jobs itself: its children report theirs.
+            asked = link.call(
+                partial(JobStore.worker_heartbeat, worker_id=row_id, state=state, in_flight=0),
+                tries=1,
+            )
+            if asked:
+                self.signals.put(DRAIN_REQUESTED)
+        link.close()
 
     def _set_state(self, state: str) -> None:
         if self.row_id is not None:

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Double, ForeignKey, Integer, Text
+from sqlalchemy import BigInteger, Double, ForeignKey, Index, Integer, Text
 from sqlalchemy import text as sql
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -13,10 +13,13 @@ class JobStatsMinute(db.Model):
     """What finished in one minute, per queue and tenant; workers flush deltas with an UPSERT."""
 
     __tablename__ = "job_stats_minute"
+    __table_args__ = (Index("job_stats_minute_minute_idx", "minute"),)  # windows, pruning
 
     queue: Mapped[str] = mapped_column(Text, primary_key=True)
     minute: Mapped[datetime] = mapped_column(primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
     succeeded: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
     failed: Mapped[int] = mapped_column(Integer, server_default=sql("0"))  # a retry was scheduled
     dead: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
@@ -31,10 +34,13 @@ class QueueDepthMinute(db.Model):
     """A sample of each queue's depth per tenant, taken once a minute by the leader."""
 
     __tablename__ = "queue_depth_minute"
+    __table_args__ = (Index("queue_depth_minute_minute_idx", "minute"),)
 
     queue: Mapped[str] = mapped_column(Text, primary_key=True)
     minute: Mapped[datetime] = mapped_column(primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
     available: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
     scheduled: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
     running: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
