@@ -1,5 +1,8 @@
 # The two set-up commands: `make run` and `make test`. Both build .venv when it is missing or
-# older than pyproject.toml. PostgreSQL: DATABASE_URL when set, else an embedded one under var/.
+# older than pyproject.toml, install the console's npm packages (Chart.js, pinned in
+# package-lock.json) and bundle its scripts and styles into static/gen/. PostgreSQL:
+# DATABASE_URL when set, else an embedded one under var/. The browser tests drive Debian's
+# Chromium (/usr/bin/chromium; .ci/run installs it) and are skipped, saying so, without it.
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,13 +10,16 @@ INSTALLED := $(VENV)/.installed
 # The benchmark's own environment: Pauta plus the peer queues it is measured against.
 BENCH_VENV := .venv-bench
 BENCH_INSTALLED := $(BENCH_VENV)/.installed
+NODE_INSTALLED := node_modules/.package-lock.json
+ASSETS := static/gen/console.js
+ASSET_SOURCES := $(wildcard static/console/*) static/pauta.css blueprints/assets.py
 
 .PHONY: run test lint bench clean
 
-run: $(INSTALLED)
+run: $(INSTALLED) $(ASSETS)
 	$(PY) -m devtools.run
 
-test: $(INSTALLED) lint
+test: $(INSTALLED) $(ASSETS) lint
 	$(PY) -m devtools.database $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
@@ -30,6 +36,13 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+$(NODE_INSTALLED): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+$(ASSETS): $(INSTALLED) $(NODE_INSTALLED) $(ASSET_SOURCES)
+	$(PY) -m blueprints.assets
+
 $(BENCH_INSTALLED): pyproject.toml bench/requirements-peers.txt
 	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -37,4 +50,4 @@ $(BENCH_INSTALLED): pyproject.toml bench/requirements-peers.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-bench
+	rm -rf $(VENV) .venv-bench node_modules static/gen test-artifacts

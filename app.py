@@ -11,10 +11,12 @@ from flask import Flask
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
+from blueprints import assets, security
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
 from blueprints.health import bp as health_bp
+from blueprints.metrics import bp as metrics_bp
 from blueprints.queues import bp as queues_bp
 from commands.jobs import jobs_cli
 from commands.seed import seed_demo_command
@@ -52,9 +54,12 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(MIGRATIONS))
     csrf.init_app(app)
     login_manager.init_app(app)
+    assets.init_app(app)
+    security.init_app(app)
 
     app.register_blueprint(health_bp)
     app.register_blueprint(queues_bp)
+    app.register_blueprint(metrics_bp)
     app.register_blueprint(auth_bp)
     app.register_blueprint(cycles_bp)
     app.cli.add_command(jobs_cli)

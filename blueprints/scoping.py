@@ -11,7 +11,7 @@ from flask import abort
 from flask_login import current_user
 from sqlalchemy import ColumnElement, Select, select, true
 
-from models import db
+from models import Tenant, db
 
 Model = TypeVar("Model", bound=Any)
 
@@ -40,3 +40,17 @@ def get_or_404(model: type[Model], ident: int) -> Model:
     if row is None:
         abort(404)
     return row
+
+
+def chosen_tenant(slug: str | None) -> Tenant | None:
+    """The tenant a console page is narrowed to: a tenant-bound user's own, whatever they ask
+    for; for a platform admin the tenant whose slug they chose (404 if none has it), or ``None``
+    for every tenant."""
+    if not current_user.is_platform_admin:
+        return current_user.tenant  # type: ignore[no-any-return]
+    if not slug:
+        return None
+    tenant = db.session.scalars(select(Tenant).where(Tenant.slug == slug)).one_or_none()
+    if tenant is None:
+        abort(404)
+    return tenant

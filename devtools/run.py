@@ -134,6 +134,7 @@ def serve(env: dict[str, str]) -> int:
         wait_for_health(f"http://127.0.0.1:{PORT}/healthz", children)
         demo(env)
         print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)", flush=True)
+        print(f"Jobs console (platform or HR admin): http://127.0.0.1:{PORT}/queues/", flush=True)
         print(f"E-mails: SMTP sink on 127.0.0.1:{SMTP_SINK_PORT}; read them in {MAILDIR}/new/"
               " (one file per message)\n", flush=True)  # fmt: skip
         while not stop and all(child.poll() is None for child in children):

@@ -439,3 +439,363 @@ SELECT pg_try_advisory_lock(%(key)s::bigint)
 -- name: leader_release
 -- Step down as maintenance leader.
 SELECT pg_advisory_unlock(%(key)s::bigint)
+
+-- =============================================================================================
+-- Console: inspection
+-- What the admin console reads, and its bulk operations. A NULL tenant_id means every tenant.
+-- Live counts read only the partial indexes of waiting, running and dead jobs, never finished
+-- rows; outcomes, rates and times come from job_stats_minute, depth history from
+-- queue_depth_minute. jobqueue.inspect.JobInspector runs the reads unprepared, so each is
+-- planned with its parameters' values: a filter left NULL folds away, and a state asked for
+-- lets the planner use that state's partial index.
+-- =============================================================================================
+
+-- name: console_queue_live
+-- Per known queue: paused state, waiting, scheduled, running and dead jobs, the oldest waiting
+-- job's age, the live worker processes that serve it, and how many run jobs at all.
+WITH waiting AS (
+    SELECT queue,
+           count(*) FILTER (WHERE available_at <= now()) AS available,
+           count(*) FILTER (WHERE available_at > now()) AS scheduled,
+           min(available_at) FILTER (WHERE available_at <= now()) AS oldest_available_at
+    FROM jobs
+    WHERE state = 'available' AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+    GROUP BY queue
+), running AS (
+    SELECT queue, count(*) AS running
+    FROM jobs
+    WHERE state = 'running' AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+    GROUP BY queue
+), dead AS (
+    SELECT queue, count(*) AS dead
+    FROM jobs
+    WHERE state = 'dead' AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+    GROUP BY queue
+), serving AS (
+    SELECT served.queue, count(*) AS workers
+    FROM workers
+    CROSS JOIN LATERAL unnest(string_to_array(workers.queue, ',')) AS served (queue)
+    WHERE workers.state IN ('running', 'draining')
+      AND workers.last_heartbeat_at > now() - make_interval(secs => %(live_within_seconds)s)
+    GROUP BY served.queue
+)
+SELECT queues.name AS queue, queues.paused, queues.paused_at, queues.paused_by,
+       coalesce(waiting.available, 0) AS available, coalesce(waiting.scheduled, 0) AS scheduled,
+       coalesce(running.running, 0) AS running, coalesce(dead.dead, 0) AS dead,
+       extract(epoch FROM now() - waiting.oldest_available_at)::float8 AS oldest_waiting_seconds,
+       coalesce(serving.workers, 0) AS live_workers,
+       (SELECT count(*)
+        FROM workers
+        WHERE workers.queue IS NOT NULL AND workers.state IN ('running', 'draining')
+          AND workers.last_heartbeat_at > now() - make_interval(secs => %(live_within_seconds)s))
+           AS live_processes
+FROM queues
+LEFT JOIN waiting ON waiting.queue = queues.name
+LEFT JOIN running ON running.queue = queues.name
+LEFT JOIN dead ON dead.queue = queues.name
+LEFT JOIN serving ON serving.queue = queues.name
+WHERE %(queue)s::text IS NULL OR queues.name = %(queue)s
+ORDER BY queues.name
+
+-- name: console_queue_outcomes
+-- Per queue: outcomes over the last 1, 5 and 60 whole minutes plus the current one, and run and
+-- wait times over the last 5; with how far the current minute has gone, to turn counts into rates.
+SELECT queue,
+       sum(succeeded) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '1 minute')
+           AS succeeded_1m,
+       sum(failed) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '1 minute')
+           AS failed_1m,
+       sum(dead) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '1 minute')
+           AS dead_1m,
+       sum(succeeded) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS succeeded_5m,
+       sum(failed) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS failed_5m,
+       sum(dead) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS dead_5m,
+       sum(succeeded) AS succeeded_60m, sum(failed) AS failed_60m, sum(dead) AS dead_60m,
+       sum(runtime_sum) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS runtime_sum_5m,
+       max(runtime_max) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS runtime_max_5m,
+       sum(wait_sum) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS wait_sum_5m,
+       max(wait_max) FILTER (WHERE minute >= date_trunc('minute', now()) - interval '5 minutes')
+           AS wait_max_5m,
+       extract(epoch FROM now() - date_trunc('minute', now()))::float8 AS into_minute_seconds
+FROM job_stats_minute
+WHERE minute >= date_trunc('minute', now()) - interval '60 minutes'
+  AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+GROUP BY queue
+ORDER BY queue
+
+-- name: console_stats_series
+-- Outcomes, run and wait times per time bucket over a window, for one queue or all; buckets
+-- with nothing recorded come back as zeros.
+WITH span AS (
+    SELECT make_interval(secs => %(bucket_seconds)s) AS bucket,
+           date_bin(make_interval(secs => %(bucket_seconds)s),
+                    now() - make_interval(secs => %(window_seconds)s),
+                    TIMESTAMPTZ '2000-01-01 00:00:00+00') AS first_bucket
+), buckets AS (
+    SELECT generate_series(span.first_bucket, now(), span.bucket) AS bucket FROM span
+), stats AS (
+    SELECT date_bin(span.bucket, stats.minute, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS bucket,
+           sum(stats.succeeded) AS succeeded, sum(stats.failed) AS failed,
+           sum(stats.dead) AS dead, sum(stats.runtime_sum) AS runtime_sum,
+           max(stats.runtime_max) AS runtime_max, sum(stats.wait_sum) AS wait_sum,
+           max(stats.wait_max) AS wait_max
+    FROM job_stats_minute AS stats, span
+    WHERE stats.minute >= span.first_bucket
+      AND (%(queue)s::text IS NULL OR stats.queue = %(queue)s)
+      AND (%(tenant_id)s::bigint IS NULL OR stats.tenant_id = %(tenant_id)s)
+    GROUP BY 1
+)
+SELECT buckets.bucket, coalesce(stats.succeeded, 0) AS succeeded,
+       coalesce(stats.failed, 0) AS failed, coalesce(stats.dead, 0) AS dead,
+       stats.runtime_sum / nullif(stats.succeeded + stats.failed + stats.dead, 0) AS runtime_avg,
+       stats.runtime_max,
+       stats.wait_sum / nullif(stats.succeeded + stats.failed + stats.dead, 0) AS wait_avg,
+       stats.wait_max
+FROM buckets
+LEFT JOIN stats ON stats.bucket = buckets.bucket
+ORDER BY buckets.bucket
+
+-- name: console_depth_series
+-- Queue depth per time bucket over a window, for one queue or all: each minute's samples summed
+-- over tenants (and queues), then the largest minute of each bucket; NULL where none was taken.
+WITH span AS (
+    SELECT make_interval(secs => %(bucket_seconds)s) AS bucket,
+           date_bin(make_interval(secs => %(bucket_seconds)s),
+                    now() - make_interval(secs => %(window_seconds)s),
+                    TIMESTAMPTZ '2000-01-01 00:00:00+00') AS first_bucket
+), buckets AS (
+    SELECT generate_series(span.first_bucket, now(), span.bucket) AS bucket FROM span
+), per_minute AS (
+    SELECT depth.minute, sum(depth.available) AS available, sum(depth.scheduled) AS scheduled,
+           sum(depth.running) AS running, sum(depth.dead) AS dead
+    FROM queue_depth_minute AS depth, span
+    WHERE depth.minute >= span.first_bucket
+      AND (%(queue)s::text IS NULL OR depth.queue = %(queue)s)
+      AND (%(tenant_id)s::bigint IS NULL OR depth.tenant_id = %(tenant_id)s)
+    GROUP BY depth.minute
+), binned AS (
+    SELECT date_bin(span.bucket, per_minute.minute, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS bucket,
+           max(available) AS available, max(scheduled) AS scheduled, max(running) AS running,
+           max(dead) AS dead
+    FROM per_minute, span
+    GROUP BY 1
+)
+SELECT buckets.bucket, binned.available, binned.scheduled, binned.running, binned.dead
+FROM buckets
+LEFT JOIN binned ON binned.bucket = buckets.bucket
+ORDER BY buckets.bucket
+
+-- name: console_job_list
+-- One page of jobs, newest first (keyset on id), by any mix of state, visibility, queue, task,
+-- tenant, text in the last error (an ILIKE pattern) and a payload key's value.
+SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, jobs.queue, jobs.task,
+       CASE WHEN jobs.state = 'available' AND jobs.available_at > now() THEN 'scheduled'
+            ELSE jobs.state END AS state,
+       jobs.attempt, jobs.max_attempts, jobs.priority, jobs.created_at, jobs.available_at,
+       jobs.finished_at, left(jobs.last_error, 200) AS last_error,
+       left(jobs.payload::text, 120) AS payload_preview
+FROM jobs
+JOIN tenants ON tenants.id = jobs.tenant_id
+WHERE (%(before_id)s::bigint IS NULL OR jobs.id < %(before_id)s)
+  AND (%(state)s::text IS NULL OR jobs.state = %(state)s)
+  AND (%(visible)s::boolean IS NULL OR (jobs.available_at <= now()) = %(visible)s)
+  AND (%(queue)s::text IS NULL OR jobs.queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR jobs.task = %(task)s)
+  AND (%(tenant_id)s::bigint IS NULL OR jobs.tenant_id = %(tenant_id)s)
+  AND (%(error_pattern)s::text IS NULL OR jobs.last_error ILIKE %(error_pattern)s)
+  AND (%(payload_key)s::text IS NULL OR jobs.payload ->> %(payload_key)s = %(payload_value)s)
+ORDER BY jobs.id DESC
+LIMIT %(limit)s
+
+-- name: console_job_detail
+-- One job with what explains its state: the database's time, its queue's pause, the live
+-- workers serving its queue, and its payload pretty-printed up to a length.
+SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, tenants.name AS tenant_name,
+       jobs.queue, jobs.task, jobs.priority, jobs.state, jobs.attempt, jobs.max_attempts,
+       jobs.available_at, jobs.created_at, jobs.started_at, jobs.finished_at,
+       jobs.lease_expires_at, jobs.locked_by, jobs.last_error, jobs.unique_key, now() AS now,
+       left(jsonb_pretty(jobs.payload), %(payload_chars)s) AS payload_text,
+       length(jsonb_pretty(jobs.payload)) AS payload_length,
+       coalesce(queues.paused, false) AS queue_paused, queues.paused_at AS queue_paused_at,
+       queues.paused_by AS queue_paused_by,
+       (SELECT count(*)
+        FROM workers
+        WHERE workers.state IN ('running', 'draining')
+          AND workers.last_heartbeat_at > now() - make_interval(secs => %(live_within_seconds)s)
+          AND jobs.queue = ANY (string_to_array(workers.queue, ','))) AS live_workers
+FROM jobs
+JOIN tenants ON tenants.id = jobs.tenant_id
+LEFT JOIN queues ON queues.name = jobs.queue
+WHERE jobs.id = %(id)s AND (%(tenant_id)s::bigint IS NULL OR jobs.tenant_id = %(tenant_id)s)
+
+-- name: console_job_payload
+-- One job's whole payload, pretty-printed.
+SELECT jsonb_pretty(payload)
+FROM jobs
+WHERE id = %(id)s AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+
+-- name: console_scheduled_list
+-- One page of jobs not visible yet (scheduled, or backing off before a retry), soonest first,
+-- keyset on (available_at, id).
+SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, jobs.queue, jobs.task, jobs.attempt,
+       jobs.max_attempts, jobs.priority, jobs.created_at, jobs.available_at,
+       left(jobs.last_error, 200) AS last_error, left(jobs.payload::text, 120) AS payload_preview
+FROM jobs
+JOIN tenants ON tenants.id = jobs.tenant_id
+WHERE jobs.state = 'available' AND jobs.available_at > now()
+  AND (%(after_at)s::timestamptz IS NULL
+       OR (jobs.available_at, jobs.id) > (%(after_at)s::timestamptz, %(after_id)s::bigint))
+  AND (%(queue)s::text IS NULL OR jobs.queue = %(queue)s)
+  AND (%(tenant_id)s::bigint IS NULL OR jobs.tenant_id = %(tenant_id)s)
+ORDER BY jobs.available_at, jobs.id
+LIMIT %(limit)s
+
+-- name: console_failure_groups
+-- Dead jobs grouped by fingerprint (task and job_error_pattern of the last error), largest group
+-- first, with first and last seen, the newest job and an example of the error. The recursive
+-- CTE walks jobs_dead_fingerprint_idx from one distinct fingerprint to the next (one probe
+-- each), and each group is counted from its range of that index, so no error is pattern-matched
+-- again here: the index holds every dead job's fingerprint.
+WITH RECURSIVE fingerprints AS (
+    (SELECT md5(task || E'\n' || job_error_pattern(last_error)) AS fingerprint
+     FROM jobs
+     WHERE state = 'dead'
+     ORDER BY md5(task || E'\n' || job_error_pattern(last_error))
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT md5(next.task || E'\n' || job_error_pattern(next.last_error))
+            FROM jobs AS next
+            WHERE next.state = 'dead'
+              AND md5(next.task || E'\n' || job_error_pattern(next.last_error))
+                  > fingerprints.fingerprint
+            ORDER BY md5(next.task || E'\n' || job_error_pattern(next.last_error))
+            LIMIT 1)
+    FROM fingerprints
+    WHERE fingerprints.fingerprint IS NOT NULL
+), groups AS (
+    SELECT fingerprints.fingerprint, counted.*
+    FROM fingerprints
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS jobs, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
+               max(id) AS newest_id, array_agg(DISTINCT queue ORDER BY queue) AS queues
+        FROM jobs
+        WHERE state = 'dead'
+          AND md5(task || E'\n' || job_error_pattern(last_error)) = fingerprints.fingerprint
+          AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+          AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+    ) AS counted
+    WHERE fingerprints.fingerprint IS NOT NULL AND counted.jobs > 0
+    ORDER BY counted.jobs DESC, counted.last_seen DESC
+    LIMIT %(limit)s
+)
+SELECT groups.*, newest.task, job_error_pattern(newest.last_error) AS pattern,
+       split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
+       left(newest.last_error, 500) AS example
+FROM groups
+JOIN jobs AS newest ON newest.id = groups.newest_id
+ORDER BY groups.jobs DESC, groups.last_seen DESC
+
+-- name: console_failure_group
+-- One failure group's summary, read from its range of jobs_dead_fingerprint_idx.
+WITH counted AS (
+    SELECT count(*) AS jobs, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
+           max(id) AS newest_id, array_agg(DISTINCT queue ORDER BY queue) AS queues
+    FROM jobs
+    WHERE state = 'dead'
+      AND md5(task || E'\n' || job_error_pattern(last_error)) = %(fingerprint)s
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+)
+SELECT %(fingerprint)s::text AS fingerprint, counted.*, newest.task,
+       job_error_pattern(newest.last_error) AS pattern,
+       split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
+       left(newest.last_error, 500) AS example
+FROM counted
+JOIN jobs AS newest ON newest.id = counted.newest_id
+
+-- name: console_failure_group_jobs
+-- The dead jobs of one fingerprint, newest first (keyset on id, along jobs_dead_fingerprint_idx);
+-- optionally only those up to a job id (what a confirmation showed) or among given ids.
+SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, jobs.queue, jobs.task, jobs.attempt,
+       jobs.max_attempts, jobs.finished_at, left(jobs.last_error, 500) AS last_error,
+       left(jobs.payload::text, 120) AS payload_preview
+FROM jobs
+JOIN tenants ON tenants.id = jobs.tenant_id
+WHERE jobs.state = 'dead'
+  AND md5(jobs.task || E'\n' || job_error_pattern(jobs.last_error)) = %(fingerprint)s
+  AND (%(tenant_id)s::bigint IS NULL OR jobs.tenant_id = %(tenant_id)s)
+  AND (%(max_id)s::bigint IS NULL OR jobs.id <= %(max_id)s)
+  AND (%(ids)s::bigint[] IS NULL OR jobs.id = ANY (%(ids)s::bigint[]))
+  AND (%(before_id)s::bigint IS NULL OR jobs.id < %(before_id)s)
+ORDER BY jobs.id DESC
+LIMIT %(limit)s
+
+-- name: console_worker_list
+-- Worker processes, each supervisor followed by its children: the live ones and those heard
+-- from in the last day, with the running jobs each still holds.
+WITH holding AS (
+    SELECT locked_by, count(*) AS jobs FROM jobs WHERE state = 'running' GROUP BY locked_by
+)
+SELECT workers.id, workers.name, workers.hostname, workers.pid, workers.parent_id,
+       workers.queue, workers.threads, workers.state, workers.in_flight, workers.started_at,
+       workers.last_heartbeat_at,
+       extract(epoch FROM now() - workers.last_heartbeat_at)::float8 AS silent_seconds,
+       workers.drain_requested_at, workers.drain_requested_by, workers.stopped_at,
+       coalesce(holding.jobs, 0) AS holding
+FROM workers
+LEFT JOIN holding ON holding.locked_by = workers.name
+WHERE workers.state IN ('running', 'draining')
+   OR workers.last_heartbeat_at > now() - interval '1 day'
+ORDER BY coalesce(workers.parent_id, workers.id) DESC, workers.parent_id NULLS FIRST,
+         workers.queue, workers.id
+LIMIT %(limit)s
+
+-- name: job_requeue_many
+-- Requeue dead or cancelled jobs now, each with its attempt budget; skips a job whose unique key
+-- a live job, or a newer job of the same batch, holds. Returns the jobs requeued.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(budgets)s::int[]) AS input (id, budget)
+), candidate AS MATERIALIZED (
+    SELECT jobs.id, jobs.tenant_id, jobs.unique_key, input.budget
+    FROM jobs
+    JOIN input ON input.id = jobs.id
+    WHERE jobs.state IN ('dead', 'cancelled')
+    ORDER BY jobs.id
+    FOR UPDATE OF jobs
+), chosen AS (
+    SELECT DISTINCT ON (candidate.tenant_id, candidate.unique_key,
+                        CASE WHEN candidate.unique_key IS NULL THEN candidate.id END)
+           candidate.id, candidate.budget
+    FROM candidate
+    WHERE NOT EXISTS (
+        SELECT 1 FROM jobs AS live
+        WHERE live.tenant_id = candidate.tenant_id AND live.unique_key = candidate.unique_key
+          AND live.state IN ('available', 'running')
+    )
+    ORDER BY candidate.tenant_id, candidate.unique_key,
+             CASE WHEN candidate.unique_key IS NULL THEN candidate.id END, candidate.id DESC
+), requeued AS (
+    UPDATE jobs
+    SET state = 'available',
+        available_at = now(),
+        finished_at = NULL,
+        max_attempts = jobs.attempt + chosen.budget
+    FROM chosen
+    WHERE jobs.id = chosen.id
+    RETURNING jobs.id, jobs.tenant_id, jobs.queue
+)
+SELECT id, tenant_id, queue, pg_notify('pauta_jobs', queue) FROM requeued
+
+-- name: job_discard
+-- Discard dead jobs: they become cancelled (finished now), leave the failures list and are
+-- pruned with cancelled jobs; row, error and attempts stay until then, and requeue still works.
+UPDATE jobs
+SET state = 'cancelled', finished_at = now()
+WHERE id = ANY (%(ids)s::bigint[]) AND state = 'dead'
+RETURNING id, tenant_id, queue

@@ -313,6 +313,19 @@ class JobStore:
     def run_now(self, job_id: int) -> bool:
         return self._execute("job_run_now", {"id": job_id}).fetchone() is not None
 
+    def requeue_many(self, budgets: dict[int, int]) -> list[tuple[int, int, str]]:
+        """Requeue dead or cancelled jobs ({id: attempt budget}); returns (id, tenant id, queue)
+        of those requeued. Jobs in other states, and jobs whose unique key a live job (or a newer
+        job of the same batch) holds, are left as they are."""
+        params = {"ids": list(budgets), "budgets": list(budgets.values())}
+        rows = self._execute("job_requeue_many", params)
+        return [(int(row[0]), int(row[1]), row[2]) for row in rows]
+
+    def discard(self, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """Discard dead jobs (they become cancelled); returns (id, tenant id, queue) of each."""
+        rows = self._execute("job_discard", {"ids": list(job_ids)})
+        return [(int(row[0]), int(row[1]), row[2]) for row in rows]
+
     def get(self, job_id: int) -> dict[str, Any] | None:
         with self.connection.cursor(row_factory=dict_row) as cursor:
             cursor.execute(self._queries["job_get"].sql, {"id": job_id})

@@ -24,6 +24,7 @@ class Base(DeclarativeBase):
 
 db = SQLAlchemy(model_class=Base)
 
+from models.audit import AuditEntry  # noqa: E402
 from models.cycles import CycleParticipant, Review, ReviewCycle  # noqa: E402
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
 from models.people import Employee, User  # noqa: E402
@@ -32,6 +33,7 @@ from models.tenancy import Tenant  # noqa: E402
 from models.workers import Worker  # noqa: E402
 
 __all__ = [
+    "AuditEntry",
     "CycleParticipant",
     "Employee",
     "Job",

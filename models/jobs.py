@@ -50,7 +50,8 @@ class Job(db.Model):
             "(state = 'running') = (locked_by IS NOT NULL AND lease_expires_at IS NOT NULL)",
             name="running_has_lease",
         ),
-        # The claim query filters and orders by exactly these columns.
+        # The claim query filters and orders by exactly these columns. The tenant rides along
+        # (not a key) so the console counts a tenant's waiting jobs from the index alone.
         Index(
             "jobs_claim_idx",
             "queue",
@@ -58,6 +59,7 @@ class Job(db.Model):
             "available_at",
             "id",
             postgresql_where=text("state = 'available'"),
+            postgresql_include=["tenant_id"],
         ),
         # The lease sweeper's index.
         Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
@@ -67,8 +69,23 @@ class Job(db.Model):
             "finished_at",
             postgresql_where=text("state IN ('succeeded', 'dead', 'cancelled')"),
         ),
-        # Dead jobs per queue, for the dead-letter views and counts.
-        Index("jobs_dead_idx", "queue", "finished_at", postgresql_where=text("state = 'dead'")),
+        # Dead jobs per queue, for the dead-letter views and counts (per tenant: included).
+        Index(
+            "jobs_dead_idx",
+            "queue",
+            "finished_at",
+            postgresql_where=text("state = 'dead'"),
+            postgresql_include=["tenant_id"],
+        ),
+        # Dead jobs by the fingerprint of their error (see job_error_pattern in migration
+        # 0005_console): the console's failure groups are ranges of it.
+        Index(
+            "jobs_dead_fingerprint_idx",
+            # (written as PostgreSQL prints it back, so that `db check` sees no difference)
+            text("md5((task || '\n'::text) || job_error_pattern(last_error))"),
+            "id",
+            postgresql_where=text("state = 'dead'"),
+        ),
         # A unique key holds while its job is waiting or running.
         Index(
             "jobs_unique_key_idx",

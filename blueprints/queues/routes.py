@@ -1,28 +1,107 @@
-"""Queue overview (the console's first page; the full console grows from here)."""
+"""Queues: the overview of every queue, one queue's figures and graphs, pausing; the workers
+and their graceful shutdown; the audit log."""
 
-from flask import Blueprint, redirect, render_template, url_for
+from flask import abort, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_login import current_user
 
-from jobqueue.enqueue import psycopg_connection
-from jobqueue.store import JobStore
-from models import db
+from blueprints.auth.access import role_required
+from blueprints.auth.routes import home_for
+from blueprints.engine import inspector
+from blueprints.queues import bp
+from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
+from blueprints.queues.forms import ActionForm
+from blueprints.scoping import chosen_tenant, scoped
+from console import actions, charts, figures, workers
+from models import AuditEntry, db
 
-bp = Blueprint("queues", __name__)
-
-STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
+AUDIT_PAGE = 50
 
 
 @bp.get("/")
 def index() -> ResponseReturnValue:
-    return redirect(url_for("queues.queue_overview"))
+    if not current_user.is_authenticated:
+        return redirect(url_for("auth.login"))
+    return redirect(home_for(current_user.role))
 
 
 @bp.get("/queues/")
+@role_required(*READERS)
 def queue_overview() -> ResponseReturnValue:
-    store = JobStore(psycopg_connection(db.session))
-    counts = store.state_counts()
-    queues = {queue["name"]: queue for queue in store.queues()}
-    names = sorted(set(queues) | set(counts))
-    return render_template(
-        "queues/queue_overview.html", names=names, queues=queues, counts=counts, states=STATES
+    tenant = chosen_tenant(request.args.get("tenant"))
+    overview = figures.overview(inspector(), tenant_id(tenant))
+    return render_console("queues/queue_overview.html", tenant, overview=overview)
+
+
+@bp.get("/queues/<name>")
+@role_required(*READERS)
+def queue_detail(name: str) -> ResponseReturnValue:
+    tenant = chosen_tenant(request.args.get("tenant"))
+    window = charts.WINDOWS.get(request.args.get("window", charts.DEFAULT_WINDOW))
+    overview = figures.overview(inspector(), tenant_id(tenant), queue=name)
+    if window is None or not overview.queues:
+        abort(404)
+    return render_console(
+        "queues/queue_detail.html",
+        tenant,
+        queue=overview.queues[0],
+        window=window,
+        windows=charts.WINDOWS,
+        action_form=ActionForm(),
+    )
+
+
+@bp.post("/queues/<name>/pause")
+@role_required(*OPERATORS)
+def queue_pause(name: str) -> ResponseReturnValue:
+    back = url_for("queues.queue_detail", name=name)
+    return act(lambda: actions.pause_queue(db.session, current_user, name), back)
+
+
+@bp.post("/queues/<name>/resume")
+@role_required(*OPERATORS)
+def queue_resume(name: str) -> ResponseReturnValue:
+    back = url_for("queues.queue_detail", name=name)
+    return act(lambda: actions.resume_queue(db.session, current_user, name), back)
+
+
+@bp.get("/workers/")
+@role_required(*OPERATORS)
+def worker_list() -> ResponseReturnValue:
+    found = workers.tree(inspector().workers())
+    template = (
+        "queues/_worker_table.html" if request.args.get("part") else "queues/worker_list.html"
+    )
+    return render_console(template, None, filtered=False, workers=found, action_form=ActionForm())
+
+
+@bp.post("/workers/<int:worker_id>/drain")
+@role_required(*OPERATORS)
+def worker_drain(worker_id: int) -> ResponseReturnValue:
+    back = url_for("queues.worker_list")
+    return act(lambda: actions.drain_worker(db.session, current_user, worker_id), back)
+
+
+@bp.post("/workers/drain")
+@role_required(*OPERATORS)
+def worker_drain_all() -> ResponseReturnValue:
+    back = url_for("queues.worker_list")
+    return act(lambda: actions.drain_all_workers(db.session, current_user), back)
+
+
+@bp.get("/audit/")
+@role_required(*READERS)
+def audit_list() -> ResponseReturnValue:
+    tenant = chosen_tenant(request.args.get("tenant"))
+    query = scoped(AuditEntry).order_by(AuditEntry.id.desc()).limit(AUDIT_PAGE + 1)
+    if tenant is not None:
+        query = query.where(AuditEntry.tenant_id == tenant.id)
+    if before := request.args.get("before", type=int):
+        query = query.where(AuditEntry.id < before)
+    entries = db.session.scalars(query).all()
+    return render_console(
+        "queues/audit_list.html",
+        tenant,
+        entries=entries[:AUDIT_PAGE],
+        next_before=entries[AUDIT_PAGE - 1].id if len(entries) > AUDIT_PAGE else None,
     )

@@ -1,0 +1,91 @@
+"""Forms of the console: the filters above its lists, and the buttons of its actions."""
+
+from typing import Any
+
+from flask_wtf import FlaskForm
+from wtforms import HiddenField, IntegerField, SelectField, SelectMultipleField, StringField
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import InputRequired, Length, Optional, ValidationError
+
+from jobqueue.inspect import JobFilter
+
+# The job states, with "scheduled" (available, not visible yet) told apart from "available".
+JOB_STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
+
+
+class ActionForm(FlaskForm):
+    """One button acting on one target; ``next`` is the console page to come back to."""
+
+    next = HiddenField()
+
+
+class FailureActionForm(FlaskForm):
+    """A bulk action on a failure group: every dead job up to ``max_id`` (the newest job its
+    confirmation counted), or only the ``jobs`` ticked among them."""
+
+    max_id = IntegerField(validators=[InputRequired()])
+    jobs = SelectMultipleField(coerce=int, validate_choice=False)
+
+    def selected(self) -> list[int] | None:
+        return list(self.jobs.data) if self.jobs.data else None
+
+
+class TenantFilterForm(FlaskForm):
+    """The tenant a platform admin narrows every figure and list to (GET, no CSRF token)."""
+
+    class Meta:
+        csrf = False
+
+    tenant = SelectField("Tenant", default="")
+
+    def __init__(self, *args: Any, tenants: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant.choices = [
+            SelectChoice("", "Every tenant"),
+            *(SelectChoice(slug, name) for slug, name in tenants),
+        ]
+
+
+class JobFilterForm(FlaskForm):
+    """The filters above the job list (GET, no CSRF token)."""
+
+    class Meta:
+        csrf = False
+
+    state = SelectField(
+        "State",
+        default="",
+        choices=[SelectChoice("", "Any state"), *(SelectChoice(s) for s in JOB_STATES)],
+    )
+    queue = StringField("Queue", validators=[Optional(), Length(max=63)])
+    task = StringField("Task", validators=[Optional(), Length(max=200)])
+    error = StringField("Error contains", validators=[Optional(), Length(max=200)])
+    payload = StringField(
+        "Payload",
+        validators=[Optional(), Length(max=200)],
+        description="key=value, e.g. cycle_id=7",
+    )
+
+    def validate_payload(self, field: StringField) -> None:
+        key, equals, _ = (field.data or "").partition("=")
+        if field.data and (not equals or not key.strip()):
+            raise ValidationError("Write the payload filter as key=value.")
+
+    def criteria(self, tenant_id: int | None) -> JobFilter:
+        """The filter for ``JobInspector.jobs``; fields that did not validate are left out."""
+        self.validate()
+        key, _, value = (self.payload.data or "").partition("=")
+        payload = bool(self.payload.data) and not self.payload.errors
+        return JobFilter(
+            tenant_id=tenant_id,
+            state=None if self.state.errors else (self.state.data or None),
+            queue=_text(self.queue),
+            task=_text(self.task),
+            error=_text(self.error),
+            payload_key=key.strip() if payload else None,
+            payload_value=value.strip() if payload else None,
+        )
+
+
+def _text(field: StringField) -> str | None:
+    return None if field.errors else ((field.data or "").strip() or None)

@@ -1,0 +1,200 @@
+"""Operator actions. Each changes the engine's tables through ``JobStore`` and records itself in
+``audit_log``, both on the caller's SQLAlchemy session: the caller commits once, so the action and
+its record are one transaction. Each returns the sentence to show the operator, or raises
+``ActionRefused`` (nothing changed, and nothing recorded) or ``NotFound``.
+"""
+
+from sqlalchemy.orm import Session
+
+from console import failures
+from console.audit import record, record_jobs
+from console.errors import ActionRefused, NotFound
+from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
+from jobqueue.enqueue import psycopg_connection
+from jobqueue.inspect import JobInspector, Row
+from jobqueue.registry import registry
+from jobqueue.states import JobState, WorkerState
+from jobqueue.store import JobStore
+from models import User
+from models.audit import AuditAction, AuditTarget
+
+LIVE_WORKER_STATES = (WorkerState.RUNNING, WorkerState.DRAINING)
+
+
+def attempt_budget(task: str) -> int:
+    """A requeued job's fresh budget: its task's retry policy, else the engine's default."""
+    registered = registry.get(task)
+    return registered.retry.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
+
+
+def _store(session: Session) -> JobStore:
+    return JobStore(psycopg_connection(session))
+
+
+def _job(store: JobStore, job_id: int) -> Row:
+    job = store.get(job_id)
+    if job is None:
+        raise NotFound(f"there is no job {job_id}")
+    return job
+
+
+# -- one job -----------------------------------------------------------------------------------
+
+
+def requeue_job(session: Session, actor: User, job_id: int) -> str:
+    store = _store(session)
+    job = _job(store, job_id)
+    budget = attempt_budget(job["task"])
+    changed = store.requeue_many({job_id: budget})
+    if not changed:
+        if job["state"] in (JobState.DEAD, JobState.CANCELLED):
+            raise ActionRefused(
+                f"Job {job_id} cannot be requeued: a waiting or running job holds its unique key."
+            )
+        raise ActionRefused(
+            f"Job {job_id} is {job['state']}; only dead or cancelled jobs can be requeued."
+        )
+    details = {"task": job["task"], "was": job["state"], "attempt_budget": budget}
+    record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.JOB, job_id, changed, details)
+    return f"Job {job_id} requeued with {budget} more attempts."
+
+
+def cancel_job(session: Session, actor: User, job_id: int) -> str:
+    store = _store(session)
+    job = _job(store, job_id)
+    if not store.cancel(job_id):
+        raise ActionRefused(
+            f"Job {job_id} is {job['state']}; only waiting or scheduled jobs can be cancelled."
+        )
+    record(session, actor, AuditAction.JOB_CANCEL, AuditTarget.JOB, job_id,
+           tenant_id=job["tenant_id"], details={"task": job["task"]})  # fmt: skip
+    return f"Job {job_id} cancelled; it will not run."
+
+
+def run_job_now(session: Session, actor: User, job_id: int) -> str:
+    store = _store(session)
+    job = _job(store, job_id)
+    if not store.run_now(job_id):
+        if job["state"] == JobState.AVAILABLE:
+            raise ActionRefused(f"Job {job_id} is already waiting to run.")
+        raise ActionRefused(
+            f"Job {job_id} is {job['state']}; only scheduled or backing-off jobs can be run now."
+        )
+    details = {"task": job["task"], "was_due": job["available_at"].isoformat()}
+    record(session, actor, AuditAction.JOB_RUN_NOW, AuditTarget.JOB, job_id,
+           tenant_id=job["tenant_id"], details=details)  # fmt: skip
+    return f"Job {job_id} will run as soon as a worker is free."
+
+
+def discard_job(session: Session, actor: User, job_id: int) -> str:
+    store = _store(session)
+    job = _job(store, job_id)
+    changed = store.discard([job_id])
+    if not changed:
+        raise ActionRefused(f"Job {job_id} is {job['state']}; only dead jobs can be discarded.")
+    details = {"task": job["task"], "last_error": job["last_error"]}
+    record_jobs(session, actor, AuditAction.JOB_DISCARD, AuditTarget.JOB, job_id, changed, details)
+    return f"Job {job_id} discarded: it is cancelled and leaves the failures list."
+
+
+# -- failure groups ----------------------------------------------------------------------------
+
+
+def requeue_failures(
+    session: Session, actor: User, fingerprint: str, max_id: int, ids: list[int] | None
+) -> str:
+    """Requeue a failure group's dead jobs up to ``max_id`` (or only ``ids`` among them)."""
+    jobs = _failures(session, fingerprint, max_id, ids)
+    changed = _store(session).requeue_many({job["id"]: attempt_budget(job["task"]) for job in jobs})
+    if not changed:
+        raise ActionRefused("None of these jobs could be requeued: live jobs hold their keys.")
+    details = {"task": jobs[0]["task"], "selected": ids is not None}
+    record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.FAILURE_GROUP, fingerprint,
+                changed, details)  # fmt: skip
+    left = len(jobs) - len(changed)
+    note = f" {left} stayed dead: a waiting or running job holds their unique key." if left else ""
+    return f"Requeued {len(changed)} dead {jobs[0]['task']} jobs.{note}"
+
+
+def discard_failures(
+    session: Session, actor: User, fingerprint: str, max_id: int, ids: list[int] | None
+) -> str:
+    """Discard a failure group's dead jobs up to ``max_id`` (or only ``ids`` among them)."""
+    jobs = _failures(session, fingerprint, max_id, ids)
+    changed = _store(session).discard([job["id"] for job in jobs])
+    details = {"task": jobs[0]["task"], "selected": ids is not None}
+    record_jobs(session, actor, AuditAction.JOB_DISCARD, AuditTarget.FAILURE_GROUP, fingerprint,
+                changed, details)  # fmt: skip
+    return f"Discarded {len(changed)} dead {jobs[0]['task']} jobs."
+
+
+def _failures(session: Session, fingerprint: str, max_id: int, ids: list[int] | None) -> list[Row]:
+    inspector = JobInspector(psycopg_connection(session))
+    jobs = failures.selection(inspector, fingerprint, None, max_id, ids)
+    if not jobs:
+        raise ActionRefused("No dead job of this group is left: nothing was changed.")
+    return jobs
+
+
+# -- queues and workers ------------------------------------------------------------------------
+
+
+def pause_queue(session: Session, actor: User, queue: str) -> str:
+    store = _store(session)
+    if _queue(session, queue)["paused"]:
+        raise ActionRefused(f"Queue {queue} is already paused.")
+    store.pause_queue(queue, paused_by=actor.email)
+    record(session, actor, AuditAction.QUEUE_PAUSE, AuditTarget.QUEUE, queue)
+    return f"Queue {queue} paused: workers claim none of its jobs until it is resumed."
+
+
+def resume_queue(session: Session, actor: User, queue: str) -> str:
+    store = _store(session)
+    if not _queue(session, queue)["paused"]:
+        raise ActionRefused(f"Queue {queue} is not paused.")
+    store.resume_queue(queue)
+    record(session, actor, AuditAction.QUEUE_RESUME, AuditTarget.QUEUE, queue)
+    return f"Queue {queue} resumed."
+
+
+def _queue(session: Session, queue: str) -> Row:
+    rows = JobInspector(psycopg_connection(session)).queue_live(None, queue)
+    if not rows:
+        raise NotFound(f"there is no queue {queue!r}")
+    return rows[0]
+
+
+def drain_worker(session: Session, actor: User, worker_id: int) -> str:
+    """Ask a worker (a supervisor: with its children) to shut down gracefully."""
+    worker = next((w for w in _workers(session) if w["id"] == worker_id), None)
+    if worker is None:
+        raise NotFound(f"there is no worker {worker_id}")
+    asked = _store(session).request_drain(worker_id, requested_by=actor.email)
+    if not asked:
+        raise ActionRefused(f"Worker {worker['name']} is {worker['state']}: nothing to shut down.")
+    record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, worker_id,
+           affected=len(asked), details={"name": worker["name"], "worker_ids": asked})  # fmt: skip
+    return f"Asked {worker['name']} to shut down gracefully ({_processes(len(asked))})."
+
+
+def drain_all_workers(session: Session, actor: User) -> str:
+    """Ask every live worker not asked yet to shut down gracefully."""
+    store = _store(session)
+    asked: set[int] = set()
+    for worker in _workers(session):
+        fresh = worker["drain_requested_at"] is None and worker["id"] not in asked
+        if worker["state"] in LIVE_WORKER_STATES and fresh:
+            asked.update(store.request_drain(worker["id"], requested_by=actor.email))
+    if not asked:
+        raise ActionRefused("No running worker is left to ask: nothing to shut down.")
+    record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, "all",
+           affected=len(asked), details={"worker_ids": sorted(asked)})  # fmt: skip
+    return f"Asked every worker to shut down gracefully ({_processes(len(asked))})."
+
+
+def _workers(session: Session) -> list[Row]:
+    return JobInspector(psycopg_connection(session)).workers()
+
+
+def _processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"

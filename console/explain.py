@@ -1,0 +1,90 @@
+"""Why a job is in its state, in one sentence, and what an operator can do about it.
+
+Works on a row of ``JobInspector.job`` (the job with its queue's pause, the live workers of its
+queue and the database's ``now``), so the explanation uses the database's clock, not the web
+server's.
+"""
+
+from dataclasses import dataclass
+
+from console.formatting import relative, utc
+from jobqueue.inspect import Row
+from jobqueue.states import JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    label: str  # waiting, scheduled, backing off, running, succeeded, dead, cancelled
+    reason: str
+    actions: tuple[str, ...]  # of "run_now", "cancel", "requeue", "discard"
+
+
+def explain(job: Row) -> Explanation:
+    state = job["state"]
+    if state == JobState.AVAILABLE:
+        return _waiting(job)
+    if state == JobState.RUNNING:
+        return Explanation("running", _running(job), ())
+    if state == JobState.SUCCEEDED:
+        reason = f"succeeded at {utc(job['finished_at'])} on attempt {job['attempt']}"
+        return Explanation("succeeded", reason, ())
+    if state == JobState.DEAD:
+        return Explanation("dead", _dead(job), ("requeue", "discard"))
+    reason = f"cancelled at {utc(job['finished_at'])} by an operator"
+    if job["last_error"]:
+        reason += f", after attempt {job['attempt']} of {job['max_attempts']} had failed"
+    return Explanation("cancelled", reason, ("requeue",))
+
+
+def _waiting(job: Row) -> Explanation:
+    now, at = job["now"], job["available_at"]
+    if at > now:
+        when = f"{utc(at)} ({relative(at, now)})"
+        if job["attempt"] == 0:
+            label, reason = "scheduled", f"scheduled for {when}"
+        else:
+            label = "backing off"
+            reason = (
+                f"backing off after attempt {job['attempt']} of {job['max_attempts']}; "
+                f"next try at {when}"
+            )
+        return Explanation(label, reason + _blocked_note(job), ("run_now", "cancel"))
+    if job["queue_paused"]:
+        by = f" by {job['queue_paused_by']}" if job["queue_paused_by"] else ""
+        reason = f"waiting: queue paused{by} since {utc(job['queue_paused_at'])}"
+    elif job["live_workers"] == 0:
+        reason = "waiting: no live worker serves this queue"
+    else:
+        reason = f"waiting for a free worker since {utc(at)} ({relative(at, now)})"
+    return Explanation("waiting", reason, ("cancel",))
+
+
+def _blocked_note(job: Row) -> str:
+    """What will hold a scheduled job up even once its time has come."""
+    if job["queue_paused"]:
+        return "; its queue is paused, so it will wait beyond that"
+    if job["live_workers"] == 0:
+        return "; no live worker serves its queue now"
+    return ""
+
+
+def _running(job: Row) -> str:
+    now, lease = job["now"], job["lease_expires_at"]
+    if lease < now:
+        return (
+            f"claimed by {job['locked_by']}, whose lease expired {relative(lease, now)}: "
+            "the sweeper will put it back"
+        )
+    return (
+        f"running on {job['locked_by']}: attempt {job['attempt']} of {job['max_attempts']}, "
+        f"claimed {relative(job['started_at'], now)}, lease until {utc(lease, with_date=False)}"
+    )
+
+
+def _dead(job: Row) -> str:
+    attempts = f"attempt {job['attempt']} of {job['max_attempts']}"
+    if (job["last_error"] or "").startswith("LeaseExpired"):
+        return f"dead: its worker stopped renewing the lease on its last attempt ({attempts})"
+    if job["attempt"] < job["max_attempts"]:
+        return f"dead: a permanent error on {attempts}, so no retry"
+    return f"dead: {attempts} failed and no attempt is left"
