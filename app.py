@@ -11,6 +11,7 @@ from flask import Flask
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
+from blueprints import observability
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
@@ -52,6 +53,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(MIGRATIONS))
     csrf.init_app(app)
     login_manager.init_app(app)
+    observability.init_app(app)
 
     app.register_blueprint(health_bp)
     app.register_blueprint(queues_bp)

@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
 from jobqueue.execution import run_job
 from jobqueue.maintenance import Maintainer
@@ -399,6 +400,7 @@ class Runner:
             return
         written, minute = answer
         self._forget((result.job_id, result.attempt) for result in batch)
+        instruments = telemetry.job_metrics()
         for result in batch:
             state = written.get((result.job_id, result.attempt))
             if state is None:
@@ -413,6 +415,9 @@ class Runner:
             key = (result.job.queue, minute, result.job.tenant_id)
             self.stats.finished(key, state, result.duration, result.wait)
             outcome = "retry" if state == "available" else state
+            if instruments is not None:
+                job = result.job
+                instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
             if outcome == "succeeded":
                 job_log.debug(
                     "job %d succeeded",
@@ -508,4 +513,5 @@ def _job_fields(result: AttemptResult, outcome: str, worker: str) -> dict[str, A
         "attempt": result.attempt,
         "duration": round(result.duration, 6),
         "outcome": outcome,
+        "trace_id": result.trace_id,
     }
