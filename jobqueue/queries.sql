@@ -123,6 +123,9 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's row.
+-- The fence names no state: the CHECK jobs_running_has_lease makes locked_by imply 'running',
+-- and a state condition would tempt the planner into the lease index, whose entries of long
+-- finished jobs (until vacuum) it would walk on every batch, instead of the primary key.
 WITH result AS (
     SELECT *
     FROM unnest(
@@ -152,8 +155,7 @@ WITH result AS (
     FROM result
     WHERE jobs.id = result.id
       AND jobs.attempt = result.attempt
-      AND jobs.locked_by = %(worker)s
-      AND jobs.state = 'running'
+      AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
     RETURNING jobs.id, jobs.attempt, jobs.started_at, jobs.state, result.outcome, result.error,
               result.traceback, result.duration, result.trace_id
 ), history AS (
@@ -187,8 +189,7 @@ WITH handed_back AS (
     FROM handed_back
     WHERE jobs.id = handed_back.id
       AND jobs.attempt = handed_back.attempt
-      AND jobs.locked_by = %(worker)s
-      AND jobs.state = 'running'
+      AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
     RETURNING jobs.id, jobs.queue, jobs.attempt, jobs.started_at, handed_back.started,
               handed_back.duration
 ), history AS (
@@ -210,8 +211,7 @@ SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 WHERE jobs.id = held.id
   AND jobs.attempt = held.attempt
-  AND jobs.locked_by = %(worker)s
-  AND jobs.state = 'running'
+  AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
 RETURNING jobs.id, jobs.attempt
 
 -- name: job_rescue_expired
