@@ -20,11 +20,13 @@ from dataclasses import asdict
 from pathlib import Path
 from queue import Empty, SimpleQueue
 
+from jobqueue import telemetry
 from jobqueue.connections import DatabaseNotReady, check_database
+from jobqueue.errors import ConfigurationError
 from jobqueue.logs import configure_logging
 from jobqueue.registry import import_task_modules
 from jobqueue.runner import Runner
-from jobqueue.settings import SettingsError, WorkerSettings, argument_parser, load_settings
+from jobqueue.settings import WorkerSettings, argument_parser, load_settings
 from jobqueue.supervisor import (
     EXIT_CONFIG,
     EXIT_OK,
@@ -55,8 +57,9 @@ def main(argv: list[str]) -> int:
         else:
             settings = load_settings(arguments, os.environ, maintenance=True)
         configure_logging(settings.log_level, settings.log_format)
+        telemetry.configure("pauta-worker")  # each process after its fork+exec; off if unset
         import_task_modules(settings.task_modules)
-    except SettingsError as error:
+    except ConfigurationError as error:
         print(f"worker.py: {error}", file=sys.stderr)
         return EXIT_CONFIG
     except ImportError as error:

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from jobqueue import telemetry
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
 from jobqueue.errors import EnqueueError, PayloadTooLarge
 from jobqueue.registry import DEFAULT_QUEUE, TaskRegistry, registry
@@ -72,7 +73,10 @@ def enqueue(
     )
     new_job = _prepare(request, tasks)
     payload_json = _payload_json(request.task, request.payload, max_payload_bytes)
-    return JobStore(psycopg_connection(connection)).insert_job(new_job, payload_json)
+    store = JobStore(psycopg_connection(connection))
+    with telemetry.producer(new_job.queue, new_job.task, 1) as trace_context:
+        new_job.trace_context = _json_or_none(trace_context)
+        return store.insert_job(new_job, payload_json)
 
 
 def enqueue_many(
@@ -91,7 +95,16 @@ def enqueue_many(
         return []
     new_jobs = [_prepare(request, tasks) for request in requests]
     payloads = _payloads_json(requests, max_payload_bytes)
-    return JobStore(psycopg_connection(connection)).insert_jobs(new_jobs, payloads)
+    store = JobStore(psycopg_connection(connection))
+    queues = {job.queue for job in new_jobs}
+    tasks_named = {job.task for job in new_jobs}
+    with telemetry.producer(
+        queues.pop() if len(queues) == 1 else "(several queues)",
+        tasks_named.pop() if len(tasks_named) == 1 else "(several tasks)",
+        len(new_jobs),
+    ) as trace_context:
+        new_jobs[0].trace_context = _json_or_none(trace_context)
+        return store.insert_jobs(new_jobs, payloads)
 
 
 def psycopg_connection(connection: Any) -> psycopg.Connection[Any]:
@@ -147,6 +160,10 @@ def _prepare(request: JobRequest, tasks: TaskRegistry) -> NewJob:
         run_at=request.run_at,
         unique_key=request.unique_key,
     )
+
+
+def _json_or_none(trace_context: dict[str, str] | None) -> str | None:
+    return json.dumps(trace_context) if trace_context else None
 
 
 @cache

@@ -5,6 +5,10 @@ class JobQueueError(Exception):
     """Base class of the engine's own errors."""
 
 
+class ConfigurationError(JobQueueError, ValueError):
+    """A setting has a value the engine cannot work with; the message names the setting."""
+
+
 class EnqueueError(JobQueueError, ValueError):
     """A job could not be enqueued because of what the caller passed; nothing was written."""
 

@@ -7,12 +7,13 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
 
-from jobqueue.errors import PermanentError
+from jobqueue import telemetry
+from jobqueue.errors import PermanentError, UnknownTask
 from jobqueue.registry import TaskRegistry
 from jobqueue.store import AttemptResult, ClaimedJob
 
@@ -44,12 +45,22 @@ def run_job(
     job: ClaimedJob, tasks: TaskRegistry, worker: str, connection: ConnectionFactory
 ) -> AttemptResult:
     """Run one attempt and say how it ended. Never raises for anything the task does."""
+    with telemetry.consumer(job, job.trace_context) as span:
+        result = _run(job, tasks, worker, connection, span)
+    if span is None:
+        return result
+    return replace(result, trace_id=telemetry.trace_id_of(span))
+
+
+def _run(
+    job: ClaimedJob, tasks: TaskRegistry, worker: str, connection: ConnectionFactory, span: Any
+) -> AttemptResult:
     started = time.perf_counter()
     task = tasks.get(job.task)
     if task is None:
-        return _result(
-            job, "dead", f"UnknownTask: no task named {job.task!r} is registered in this worker"
-        )
+        message = f"no task named {job.task!r} is registered in this worker"
+        telemetry.record_failure(span, UnknownTask(message), "dead")
+        return _result(job, "dead", f"UnknownTask: {message}")
     try:
         arguments = task.call_arguments(job.payload)
         if task.pass_context:
@@ -57,8 +68,10 @@ def run_job(
         else:
             task.function(**arguments)
     except PermanentError as error:
+        telemetry.record_failure(span, error, "dead")
         return _result(job, "dead", _describe(error), traceback.format_exc(), started=started)
     except BaseException as error:  # a task's failure, whatever it is, never kills the runner
+        telemetry.record_failure(span, error, "failed")
         delay = task.retry.delay(job.attempt)
         return _result(job, "failed", _describe(error), traceback.format_exc(), delay, started)
     return _result(job, "succeeded", started=started)

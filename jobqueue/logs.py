@@ -5,8 +5,20 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from jobqueue.telemetry import TraceContextFilter
+
 # Fields a record may carry (``extra=``) that JSON lines expose as keys of their own.
-STRUCTURED_FIELDS = ("job_id", "task", "queue", "attempt", "duration", "outcome", "worker")
+STRUCTURED_FIELDS = (
+    "job_id",
+    "task",
+    "queue",
+    "attempt",
+    "duration",
+    "outcome",
+    "worker",
+    "trace_id",
+    "span_id",
+)
 
 
 class JsonLinesFormatter(logging.Formatter):
@@ -19,21 +31,33 @@ class JsonLinesFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         for name in STRUCTURED_FIELDS:
-            if hasattr(record, name):
-                line[name] = getattr(record, name)
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
 
 
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
+class TextFormatter(logging.Formatter):
+    """One readable line; the trace and span ids follow when the record was made in a span."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id:
+            span_id = getattr(record, "span_id", None)
+            line += f" trace_id={trace_id}" + (f" span_id={span_id}" if span_id else "")
+        return line
 
 
 def configure_logging(level: str, log_format: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonLinesFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
-    )
+    handler.setFormatter(JsonLinesFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(TraceContextFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

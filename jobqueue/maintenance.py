@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from jobqueue import telemetry
 from jobqueue.connections import Link
 from jobqueue.settings import WorkerSettings
 from jobqueue.stats import StatsRecorder
@@ -34,6 +35,8 @@ class Maintainer:
         self.rounds = 0  # completed maintenance rounds as leader (tests wait on it)
         self._stats = StatsRecorder()  # what the sweeper decides counts in the per-minute stats
         self._sampled_minute = -1  # wall-clock minute of the last depth sample
+        self._depth: tuple[float, list[tuple[str, str, float]]] = (float("-inf"), [])
+        telemetry.observe_queue_depth(self._depth_readings)
         self._next_prune = 0.0
         self._link = Link(settings.database_url, "maintainer", stop)
         self._link.on_connect = self._on_connect
@@ -77,6 +80,20 @@ class Maintainer:
             self._prune(store)
             self._next_prune = now + self.settings.prune_seconds
         self.rounds += 1
+
+    def _depth_readings(self) -> list[tuple[str, str, float]]:
+        """The gauges' values, read when the metrics are collected, by the leader only."""
+        if not self.is_leader:
+            return []
+        taken_at, readings = self._depth
+        if time.monotonic() - taken_at > 1.0:  # both gauges are collected together: read once
+            link = Link(self.settings.database_url, "depth gauges", self.stop)
+            try:
+                readings = link.call(JobStore.queue_depth, tries=1) or []
+            finally:
+                link.close()
+            self._depth = (time.monotonic(), readings)
+        return readings
 
     def _sweep(self, store: JobStore) -> None:
         while rescued := store.rescue_expired(RESCUE_BATCH):

@@ -6,12 +6,13 @@
 
 -- name: job_insert
 -- Insert one job, or return nothing when a live job already holds its unique key.
-INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key)
+INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key,
+                  trace_context)
 VALUES (
     coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
     %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, %(max_attempts)s,
     coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
-    %(unique_key)s
+    %(unique_key)s, %(trace_context)s::jsonb
 )
 ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running')
 DO NOTHING
@@ -30,9 +31,11 @@ WITH input AS MATERIALIZED (
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
                                 run_at, position)
 ), inserted AS (
-    INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at)
+    INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
+                      trace_context)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
-           payload, priority, max_attempts, coalesce(run_at, now() + make_interval(secs => delay))
+           payload, priority, max_attempts, coalesce(run_at, now() + make_interval(secs => delay)),
+           %(trace_context)s::jsonb
     FROM input
 )
 SELECT array_agg(id ORDER BY position) FROM input
@@ -51,10 +54,11 @@ WITH input AS MATERIALIZED (
                                 run_at, unique_key, position)
 ), inserted AS (
     INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      unique_key)
+                      unique_key, trace_context)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts,
-           coalesce(run_at, now() + make_interval(secs => delay)), unique_key
+           coalesce(run_at, now() + make_interval(secs => delay)), unique_key,
+           %(trace_context)s::jsonb
     FROM input
     ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL
                                           AND state IN ('available', 'running')
@@ -115,16 +119,20 @@ SET state = 'running',
 FROM picked
 WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
-          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's row.
+-- The fence names no state: the CHECK jobs_running_has_lease makes locked_by imply 'running',
+-- and a state condition would tempt the planner into the lease index, whose entries of long
+-- finished jobs (until vacuum) it would walk on every batch, instead of the primary key.
 WITH result AS (
     SELECT *
     FROM unnest(
         %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
-        %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[]
-    ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration)
+        %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[],
+        %(trace_ids)s::text[]
+    ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
 ), finished AS (
     UPDATE jobs
     SET state = CASE
@@ -147,16 +155,15 @@ WITH result AS (
     FROM result
     WHERE jobs.id = result.id
       AND jobs.attempt = result.attempt
-      AND jobs.locked_by = %(worker)s
-      AND jobs.state = 'running'
+      AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
     RETURNING jobs.id, jobs.attempt, jobs.started_at, jobs.state, result.outcome, result.error,
-              result.traceback, result.duration
+              result.traceback, result.duration, result.trace_id
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
-                              traceback, duration)
+                              traceback, duration, trace_id)
     SELECT id, attempt, %(worker)s, started_at, now(),
            CASE WHEN outcome = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
-           error, traceback, make_interval(secs => duration)
+           error, traceback, make_interval(secs => duration), trace_id
     FROM finished
 )
 SELECT id, attempt, state, date_trunc('minute', now()) FROM finished
@@ -182,8 +189,7 @@ WITH handed_back AS (
     FROM handed_back
     WHERE jobs.id = handed_back.id
       AND jobs.attempt = handed_back.attempt
-      AND jobs.locked_by = %(worker)s
-      AND jobs.state = 'running'
+      AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
     RETURNING jobs.id, jobs.queue, jobs.attempt, jobs.started_at, handed_back.started,
               handed_back.duration
 ), history AS (
@@ -205,8 +211,7 @@ SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 WHERE jobs.id = held.id
   AND jobs.attempt = held.attempt
-  AND jobs.locked_by = %(worker)s
-  AND jobs.state = 'running'
+  AND jobs.locked_by = %(worker)s  -- only running jobs have a locker (jobs_running_has_lease)
 RETURNING jobs.id, jobs.attempt
 
 -- name: job_rescue_expired
@@ -296,7 +301,7 @@ WHERE id = %(id)s
 -- name: job_attempt_list
 -- A job's attempt history, oldest first.
 SELECT attempt, worker, started_at, finished_at, outcome, error, traceback,
-       extract(epoch FROM duration)::float8 AS duration_seconds
+       extract(epoch FROM duration)::float8 AS duration_seconds, trace_id
 FROM job_attempts
 WHERE job_id = %(id)s
 ORDER BY attempt
@@ -378,6 +383,31 @@ SET available = excluded.available,
     running = excluded.running,
     dead = excluded.dead,
     oldest_available_seconds = excluded.oldest_available_seconds
+
+-- name: queue_depth_now
+-- Every known queue's depth now (live states only, each through its partial index).
+WITH live AS (
+    SELECT queue, state, available_at FROM jobs WHERE state = 'available'
+    UNION ALL
+    SELECT queue, state, NULL FROM jobs WHERE state = 'running'
+    UNION ALL
+    SELECT queue, state, NULL FROM jobs WHERE state = 'dead'
+), counted AS (
+    SELECT queue,
+           count(*) FILTER (WHERE state = 'available' AND available_at <= now()) AS available,
+           count(*) FILTER (WHERE state = 'available' AND available_at > now()) AS scheduled,
+           count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'dead') AS dead,
+           coalesce(extract(epoch FROM now() - min(available_at)
+                    FILTER (WHERE state = 'available' AND available_at <= now())), 0)::float8
+               AS oldest_age
+    FROM live
+    GROUP BY queue
+)
+SELECT queues.name, coalesce(available, 0), coalesce(scheduled, 0), coalesce(running, 0),
+       coalesce(dead, 0), coalesce(oldest_age, 0)
+FROM queues LEFT JOIN counted ON counted.queue = queues.name
+ORDER BY queues.name
 
 -- name: stats_prune
 -- Delete per-minute stats and depth samples older than their retention age.

@@ -8,7 +8,8 @@ Parts, each a thread with its own database connection:
 - the **heartbeat** extends the leases of every job this process holds, in one statement,
   records the process's own heartbeat in ``workers`` (and learns whether a drain was asked),
   and flushes the per-minute stats;
-- the **listener** LISTENs for new-job notifications and wakes the consumer of that queue;
+- the **listener** LISTENs for new-job notifications and claims for that queue at once, on
+  its own connection;
 - with ``maintenance`` on (a single-process worker), the leader duties of
   :mod:`jobqueue.maintenance`; under the supervisor, the supervisor does them.
 
@@ -33,6 +34,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
 from jobqueue.execution import run_job
 from jobqueue.maintenance import Maintainer
@@ -119,31 +121,51 @@ class Consumer:
         settings = self.runner.settings
         while not self.runner.stopping.is_set():
             self.wake.clear()
-            free = self.threads + self.prefetch.amount() - self._outstanding
-            if free > 0 and self._buffer.qsize() < self.threads:
-                jobs = self._claim(free)
-                if jobs and len(jobs) == free:
-                    continue  # the queue may hold more: top up again as soon as slots free up
+            if self._claim_with(self._link.call):
+                continue  # the queue may hold more: top up again as soon as slots free up
             poll = settings.poll_seconds * random.uniform(0.8, 1.2)  # noqa: S311
             self.wake.wait(poll)
         self._link.close()
 
-    def _claim(self, limit: int) -> list[ClaimedJob]:
-        runner = self.runner
-        settings = runner.settings
-        started = time.perf_counter()
-        jobs = self._link.call(
-            lambda store: store.claim(self.queue, limit, runner.worker_id, settings.lease_seconds)
-        )
-        self.prefetch.observe_claim(time.perf_counter() - started)
-        if not jobs:
-            return []
-        runner.hold(jobs)
+    def claim_now(self, store: JobStore) -> None:
+        """Claim on the caller's connection at once: the listener calls this when a job of this
+        queue has just been committed, which saves a thread's wake-up on the way to the job."""
+        if not self.runner.stopping.is_set():
+            self._claim_with(lambda claim: claim(store))
+
+    def _claim_with(self, run: Callable[[Callable[[JobStore], list[ClaimedJob]]], Any]) -> bool:
+        """Claim for the free slots, running the claim through ``run`` (a connection's way of
+        calling a store). Returns True when every slot asked for was filled.
+
+        Slots are reserved before the claim and the unused ones given back after it, so the
+        fetcher and the listener can claim at the same time without exceeding the capacity.
+        """
         with self._lock:
-            self._outstanding += len(jobs)
-        for job in jobs:
-            self._buffer.put(job)
-        return jobs
+            free = self.threads + self.prefetch.amount() - self._outstanding
+            if free <= 0 or self._buffer.qsize() >= self.threads:
+                return False
+            self._outstanding += free
+        runner = self.runner
+        jobs: list[ClaimedJob] = []
+        started = time.perf_counter()
+        try:
+            jobs = (
+                run(
+                    lambda store: store.claim(
+                        self.queue, free, runner.worker_id, runner.settings.lease_seconds
+                    )
+                )
+                or []
+            )
+        finally:
+            with self._lock:
+                self._outstanding -= free - len(jobs)
+        self.prefetch.observe_claim(time.perf_counter() - started)
+        if jobs:
+            runner.hold(jobs)
+            for job in jobs:
+                self._buffer.put(job)
+        return len(jobs) == free
 
     # -- running -------------------------------------------------------------------------------
 
@@ -239,9 +261,8 @@ class Runner:
         self._heartbeat = threading.Thread(
             target=self._guard(self._heartbeat_loop), name="heartbeat"
         )
-        self._daemons = [
-            threading.Thread(target=self._guard(self._listen_loop), name="listener", daemon=True)
-        ]
+        self._listener = threading.Thread(target=self._guard(self._listen_loop), name="listener")
+        self._daemons: list[threading.Thread] = []
         self.maintainer: Maintainer | None = None
         if settings.maintenance:
             self.maintainer = Maintainer(settings, self.worker_id, self.stopping)
@@ -257,7 +278,7 @@ class Runner:
         self.row_id = self._link("register").call(
             lambda store: store.register_worker(self.identity)
         )
-        for thread in (self._completer, self._heartbeat, *self._daemons):
+        for thread in (self._completer, self._heartbeat, self._listener, *self._daemons):
             thread.start()
         self._listening.wait(10)
         for consumer in self.consumers.values():
@@ -273,6 +294,7 @@ class Runner:
         self._set_state("draining")
         for consumer in self.consumers.values():
             consumer.stop_fetching()
+        self._listener.join()  # it may be claiming: its jobs must be in the buffers first
         unstarted = [job for c in self.consumers.values() for job in c.take_unstarted()]
         self._release([(job, False, 0.0) for job in unstarted])
         while any(c.busy() for c in self.consumers.values()):
@@ -399,6 +421,7 @@ class Runner:
             return
         written, minute = answer
         self._forget((result.job_id, result.attempt) for result in batch)
+        instruments = telemetry.job_metrics()
         for result in batch:
             state = written.get((result.job_id, result.attempt))
             if state is None:
@@ -413,6 +436,9 @@ class Runner:
             key = (result.job.queue, minute, result.job.tenant_id)
             self.stats.finished(key, state, result.duration, result.wait)
             outcome = "retry" if state == "available" else state
+            if instruments is not None:
+                job = result.job
+                instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
             if outcome == "succeeded":
                 job_log.debug(
                     "job %d succeeded",
@@ -483,10 +509,13 @@ class Runner:
         link.close()
 
     def _receive_notifications(self, store: JobStore) -> None:
-        for notice in store.connection.notifies(timeout=0.5):
-            consumer = self.consumers.get(notice.payload)
+        # Leave the generator after the first notification: it holds the connection, and the
+        # claim runs on this same connection right away. Later ones wait in psycopg's backlog.
+        woken = {notice.payload for notice in store.connection.notifies(timeout=0.5, stop_after=1)}
+        for queue in woken:
+            consumer = self.consumers.get(queue)
             if consumer is not None:
-                consumer.wake.set()
+                consumer.claim_now(store)
 
     def _on_listen_connect(self, connection: psycopg.Connection[Any]) -> None:
         connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
@@ -508,4 +537,5 @@ def _job_fields(result: AttemptResult, outcome: str, worker: str) -> dict[str, A
         "attempt": result.attempt,
         "duration": round(result.duration, 6),
         "outcome": outcome,
+        "trace_id": result.trace_id,
     }

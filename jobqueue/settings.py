@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jobqueue.enqueue import QUEUE_NAME
+from jobqueue.errors import ConfigurationError
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_HEARTBEAT_SECONDS = 10.0
@@ -29,7 +30,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigurationError):
     """A setting has a value the worker cannot start with; the message names the setting."""
 
 

@@ -33,6 +33,7 @@ class ClaimedJob:
     max_attempts: int
     available_at: datetime
     started_at: datetime
+    trace_context: dict[str, str] | None = None  # W3C traceparent/tracestate of the enqueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,7 @@ class NewJob:
     delay_seconds: float
     run_at: datetime | None
     unique_key: str | None
+    trace_context: str | None = None  # JSON of the enqueuing span's W3C trace context
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class AttemptResult:
     traceback: str | None
     retry_delay: float
     duration: float  # seconds the task ran
+    trace_id: str | None = None  # of the attempt's span, when tracing is on
 
     @property
     def job_id(self) -> int:
@@ -128,6 +131,7 @@ class JobStore:
             "max_attempts": [job.max_attempts for job in jobs],
             "delays": [job.delay_seconds for job in jobs],
             "run_ats": [job.run_at for job in jobs],
+            "trace_context": jobs[0].trace_context,  # one enqueue span for the batch
         }
         if all(job.unique_key is None for job in jobs):
             return list(_one(self._execute("job_insert_many", params))[0])
@@ -170,6 +174,7 @@ class JobStore:
             "tracebacks": [r.traceback for r in results],
             "retry_delays": [r.retry_delay for r in results],
             "durations": [r.duration for r in results],
+            "trace_ids": [r.trace_id for r in results],
             "worker": worker,
         }
         rows = self._execute("job_finish", params).fetchall()
@@ -244,8 +249,18 @@ class JobStore:
         )
 
     def sample_depth(self) -> int:
-        """Write this minute's depth sample of every queue; returns the rows written."""
+        """Write this minute's depth sample of every queue and tenant; returns the rows written."""
         return self._execute("queue_depth_sample", {}).rowcount
+
+    def queue_depth(self) -> list[tuple[str, str, float]]:
+        """Every known queue's depth now, as (queue, measure, value) with measure available,
+        scheduled, running, dead or oldest_age (seconds)."""
+        measures = ("available", "scheduled", "running", "dead", "oldest_age")
+        return [
+            (row[0], measure, float(value))
+            for row in self._execute("queue_depth_now", {})
+            for measure, value in zip(measures, row[1:], strict=True)
+        ]
 
     def prune_stats(self, keep_seconds: float) -> None:
         """Delete stats, depth samples and stopped worker rows past their retention age."""
@@ -373,4 +388,5 @@ def _insert_params(job: NewJob, payload: str) -> dict[str, Any]:
         "delay": job.delay_seconds,
         "run_at": job.run_at,
         "unique_key": job.unique_key,
+        "trace_context": job.trace_context,
     }

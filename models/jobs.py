@@ -122,6 +122,7 @@ class Job(db.Model):
     locked_by: Mapped[str | None] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
     unique_key: Mapped[str | None] = mapped_column(Text)
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
 
 
 class JobAttempt(db.Model):
@@ -139,3 +140,4 @@ class JobAttempt(db.Model):
     error: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     duration: Mapped[timedelta] = mapped_column(INTERVAL)
+    trace_id: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,292 @@
+"""OpenTelemetry for the engine: trace context carried from enqueue into each attempt, and the
+job metrics. Off (and close to free) unless :func:`configure` found an OTLP endpoint.
+
+- Enqueue runs in a PRODUCER span ``send {queue}`` and stores that span's W3C trace context
+  (``traceparent``/``tracestate``, never baggage) with the job.
+- Each attempt runs in a CONSUMER span ``process {task}`` linked to the stored context, with
+  the messaging attributes, the attempt and the tenant; a failure marks it as an error with the
+  exception recorded. Its trace id is written to ``job_attempts.trace_id``.
+- Metrics: jobs processed (counter by queue, task, outcome), run time and wait time
+  (histograms by queue, task), and — reported by the maintenance leader only — queue depth and
+  oldest waiting age (observable gauges by queue).
+
+The SDK is configured from the standard ``OTEL_*`` environment variables (endpoint, protocol,
+headers, service name, sampler, resource attributes).
+"""
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context, metrics, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from jobqueue.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from jobqueue.store import ClaimedJob
+
+MESSAGING_SYSTEM = "pauta"
+_propagator = TraceContextTextMapPropagator()  # W3C trace context only: no baggage
+_configured_pid: int | None = None
+
+log = logging.getLogger("jobqueue.telemetry")
+
+
+def active() -> bool:
+    """Whether this process exports telemetry (checked before doing any tracing work)."""
+    return _configured_pid == os.getpid()
+
+
+def endpoint_configured(environ: Mapping[str, str]) -> bool:
+    if environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    return any(
+        environ.get(name)
+        for name in (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        )
+    )
+
+
+def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Install the SDK's tracer and meter providers with OTLP exporters, once per process.
+
+    Returns False (and installs nothing) when no OTLP endpoint is configured. Call it after a
+    fork: batch exporters run threads, and threads do not survive a fork.
+    """
+    global _configured_pid
+    if active():
+        return True
+    if not endpoint_configured(environ):
+        return False
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    span_exporter, metric_exporter = _exporters(environ)
+    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins).
+    resource = Resource.create({SERVICE_NAME: environ.get("OTEL_SERVICE_NAME", service_name)})
+    tracer_provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
+    tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    trace.set_tracer_provider(tracer_provider)
+    reader = PeriodicExportingMetricReader(metric_exporter)  # OTEL_METRIC_EXPORT_INTERVAL
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+    install_log_correlation()
+    _configured_pid = os.getpid()
+    log.info("exporting traces and metrics over OTLP as %s", resource.attributes[SERVICE_NAME])
+    return True
+
+
+def _exporters(environ: Mapping[str, str]) -> tuple[Any, Any]:
+    protocol = environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    elif protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+            OTLPMetricExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+            OTLPSpanExporter,
+        )
+    else:
+        raise ConfigurationError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or grpc, not {protocol!r}"
+        )
+    return OTLPSpanExporter(), OTLPMetricExporter()
+
+
+def mark_active_for_tests() -> None:
+    """Treat this process as exporting, with whatever providers the caller installed."""
+    global _configured_pid
+    _configured_pid = os.getpid()
+
+
+# -- traces --------------------------------------------------------------------------------------
+
+
+def _tracer() -> trace.Tracer:
+    return trace.get_tracer("pauta.jobqueue")
+
+
+@contextmanager
+def producer(queue: str, task: str, count: int) -> Iterator[dict[str, str] | None]:
+    """A PRODUCER span around an enqueue; yields the trace context to store with the jobs."""
+    if not active():
+        yield None
+        return
+    attributes: dict[str, Any] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "send",
+        "messaging.destination.name": queue,
+        "pauta.task": task,
+    }
+    if count > 1:
+        attributes["messaging.batch.message_count"] = count
+    with _tracer().start_as_current_span(
+        f"send {queue}", kind=SpanKind.PRODUCER, attributes=attributes
+    ):
+        carrier: dict[str, str] = {}
+        _propagator.inject(carrier)
+        yield carrier or None
+
+
+@contextmanager
+def consumer(job: "ClaimedJob", trace_context: Mapping[str, str] | None) -> Iterator[Any]:
+    """A CONSUMER span ``process {task}`` around one attempt, linked to the enqueuing context.
+
+    Yields the span (``None`` when telemetry is off). The caller reports a failure with
+    :func:`record_failure`; the span is not made current for the caller's exceptions to pass.
+    """
+    if not active():
+        yield None
+        return
+    links = []
+    if trace_context:
+        span_context = trace.get_current_span(_propagator.extract(trace_context)).get_span_context()
+        if span_context.is_valid:
+            links.append(Link(span_context))
+    attributes: dict[str, Any] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": job.queue,
+        "messaging.message.id": str(job.id),
+        "pauta.task": job.task,
+        "pauta.job.attempt": job.attempt,
+        "pauta.tenant.id": job.tenant_id,
+    }
+    # A new trace per attempt (the enqueuing request's trace is linked, not a parent).
+    span = _tracer().start_span(
+        f"process {job.task}",
+        context=context.Context(),
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes=attributes,
+    )
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        yield span
+    finally:
+        context.detach(token)
+        span.end()
+
+
+def record_failure(span: Any, error: BaseException, outcome: str) -> None:
+    if span is None:
+        return
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    span.set_attribute("pauta.job.outcome", outcome)
+
+
+def trace_id_of(span: Any) -> str | None:
+    if span is None:
+        return None
+    span_context = span.get_span_context()
+    return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else None
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+class JobMetrics:
+    """The instruments, created on first use so that they bind to the configured provider."""
+
+    def __init__(self) -> None:
+        meter = metrics.get_meter("pauta.jobqueue")
+        self.processed = meter.create_counter(
+            "pauta.jobs.processed", unit="{job}", description="Attempts finished, by outcome"
+        )
+        self.run_time = meter.create_histogram(
+            "pauta.job.run.duration", unit="s", description="How long an attempt ran"
+        )
+        self.wait_time = meter.create_histogram(
+            "pauta.job.wait.duration",
+            unit="s",
+            description="From becoming visible to being claimed",
+        )
+
+    def record(self, queue: str, task: str, outcome: str, run: float, wait: float) -> None:
+        labels = {"queue": queue, "task": task}
+        self.processed.add(1, {**labels, "outcome": outcome})
+        self.run_time.record(run, labels)
+        self.wait_time.record(wait, labels)
+
+
+_job_metrics: JobMetrics | None = None
+
+
+def job_metrics() -> JobMetrics | None:
+    global _job_metrics
+    if not active():
+        return None
+    if _job_metrics is None:
+        _job_metrics = JobMetrics()
+    return _job_metrics
+
+
+DepthReading = Callable[[], Iterable[tuple[str, str, float]]]  # (queue, measure, value)
+
+
+def observe_queue_depth(read: DepthReading) -> None:
+    """Register the leader's gauges: queue depth by state, and the oldest waiting job's age.
+
+    ``read`` returns (queue, measure, value) with measure ``available``, ``scheduled``,
+    ``running``, ``dead`` or ``oldest_age``; it yields nothing while this process is not the
+    leader, so only one process reports them.
+    """
+    if not active():
+        return
+    meter = metrics.get_meter("pauta.jobqueue")
+
+    def depth(_options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        for queue, measure, value in read():
+            if measure != "oldest_age":
+                yield metrics.Observation(value, {"queue": queue, "state": measure})
+
+    def oldest(_options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        for queue, measure, value in read():
+            if measure == "oldest_age":
+                yield metrics.Observation(value, {"queue": queue})
+
+    meter.create_observable_gauge(
+        "pauta.queue.depth", callbacks=[depth], unit="{job}", description="Jobs by state"
+    )
+    meter.create_observable_gauge(
+        "pauta.queue.oldest_waiting_age",
+        callbacks=[oldest],
+        unit="s",
+        description="Age of the oldest job waiting to run",
+    )
+
+
+# -- logs ----------------------------------------------------------------------------------------
+
+
+class TraceContextFilter(logging.Filter):
+    """Adds ``trace_id`` and ``span_id`` of the current span to every log record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "trace_id", None):  # given explicitly (a job's attempt)
+            return True
+        span_context = trace.get_current_span().get_span_context()
+        if span_context.is_valid:
+            record.trace_id = trace.format_trace_id(span_context.trace_id)
+            record.span_id = trace.format_span_id(span_context.span_id)
+        return True
+
+
+def install_log_correlation() -> None:
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, TraceContextFilter) for f in handler.filters):
+            handler.addFilter(TraceContextFilter())
