@@ -1,0 +1,113 @@
+"""Pauta measured with the same protocol as the peers (bench/peers/_common.py).
+
+Defaults throughout: the runner is the one `worker.py --single` runs (jobqueue.runner.Runner)
+with its default settings except the queue's thread count; enqueue goes through `enqueue` and
+`enqueue_many` on an autocommit connection, so each single enqueue is its own transaction.
+The handler records its start in the events file named by BENCH_EVENTS (set by the runner
+process), so it works in any process that imports this module as a task module.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+
+import psycopg
+
+from bench.peers._common import EnqueueRun, Pacer, PeerBase, Recorder, parse_runner_args
+from jobqueue import JobRequest, enqueue, enqueue_many, task, telemetry
+from jobqueue.runner import Runner
+from jobqueue.settings import WorkerSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = "bench_probe"
+
+EVENTS = "BENCH_EVENTS"
+RECORD_ALL = "BENCH_RECORD_ALL"
+
+_recorder: Recorder | None = (
+    Recorder(os.environ[EVENTS], os.environ.get(RECORD_ALL) == "1")
+    if EVENTS in os.environ
+    else None
+)
+
+
+@task(TASK)
+def bench_probe(seq: int) -> None:
+    if _recorder is not None:
+        _recorder.record(seq)
+
+
+class Peer(PeerBase):
+    name = "pauta"
+    version = version("pauta")
+
+    def setup(self) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "app", "db", "upgrade"],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": self.dsn, "SECRET_KEY": "bench"},
+            check=True,
+            capture_output=True,
+        )
+
+    def reset(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("TRUNCATE jobs, job_attempts, queues")
+            conn.execute("VACUUM ANALYZE jobs")
+
+    def _enqueue_each(self, seqs: Sequence[int], interval: float) -> EnqueueRun:
+        stamps: list[float] = []
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            pacer = Pacer(interval)
+            started = time.perf_counter()
+            for seq in seqs:
+                enqueue(conn, TASK, {"seq": seq})
+                stamps.append(time.time())
+                if interval:
+                    time.sleep(pacer.delay())
+            elapsed = time.perf_counter() - started
+        return EnqueueRun(elapsed, stamps)
+
+    def _enqueue_batches(self, n: int, batch: int) -> float:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            started = time.perf_counter()
+            for first in range(0, n, batch):
+                requests = [
+                    JobRequest(TASK, {"seq": seq}) for seq in range(first, min(first + batch, n))
+                ]
+                enqueue_many(conn, requests)
+            return time.perf_counter() - started
+
+    def _is_drained(self, conn: psycopg.Connection, n: int) -> bool:
+        # Both states are served by partial indexes, so this costs the server next to nothing.
+        row = conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'available')"
+            " AND NOT EXISTS (SELECT 1 FROM jobs WHERE state = 'running')"
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _count_completed(self, conn: psycopg.Connection) -> int:
+        row = conn.execute("SELECT count(*) FROM jobs WHERE state = 'succeeded'").fetchone()
+        return int(row[0]) if row else 0
+
+
+def run_runner() -> None:
+    """The runner subprocess: Pauta's Runner on queue `default`, stopped by SIGTERM."""
+    global _recorder
+    args = parse_runner_args()
+    _recorder = args.recorder
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the runner's threads inherit it
+    telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
+    runner = Runner(WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}))
+    runner.start()
+    signal.sigwait({signal.SIGTERM})
+    runner.stop()
+
+
+if __name__ == "__main__":
+    run_runner()
