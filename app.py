@@ -36,6 +36,8 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         DATABASE_URL=os.environ.get("DATABASE_URL", ""),
         SECRET_KEY=os.environ.get("SECRET_KEY", ""),
         PAUTA_TASK_MODULES=os.environ.get("PAUTA_TASK_MODULES", "hr.tasks"),
+        # Where the job page links an attempt's trace, e.g. https://jaeger.internal/trace/{trace_id}
+        PAUTA_TRACE_URL_TEMPLATE=os.environ.get("PAUTA_TRACE_URL_TEMPLATE", ""),
         SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",

@@ -20,10 +20,10 @@ import sys
 from typing import Any
 
 import psycopg
-from devtools.otlp_receiver import Receiver
 from sqlalchemy.engine import make_url
 
 from bench.cycles_page import build, scratch_database, timed
+from devtools.otlp_receiver import Receiver
 
 OTEL = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL")
 

@@ -3,7 +3,7 @@ the actions on one job, and the scheduled jobs."""
 
 from datetime import datetime
 
-from flask import Response, abort, request, url_for
+from flask import Response, abort, current_app, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
@@ -53,6 +53,7 @@ def job_detail(job_id: int) -> ResponseReturnValue:
         job=job,
         why=explain(job),
         attempts=engine.attempts(job_id),
+        trace_url=current_app.config["PAUTA_TRACE_URL_TEMPLATE"],
         action_form=ActionForm(),
     )
 

@@ -188,6 +188,17 @@ def test_a_job_page_escapes_the_payload_truncates_a_large_one_and_shows_every_at
     assert admin.get("/jobs/999999").status_code == 404
 
 
+def test_a_job_page_links_each_attempt_to_its_trace(app: Any, admin: Any, conn: Conn) -> None:
+    job_id = make_job(conn, "fail", state="dead", attempt=1)
+    add_attempt(conn, job_id, 1, error="FailTaskError: boom")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    conn.execute("UPDATE job_attempts SET trace_id = %s WHERE job_id = %s", (trace_id, job_id))
+    assert f'<code title="{trace_id}">4bf92f35…</code>' in admin.get(f"/jobs/{job_id}").text
+    app.config["PAUTA_TRACE_URL_TEMPLATE"] = "https://jaeger.example/trace/{trace_id}"
+    page = admin.get(f"/jobs/{job_id}").text
+    assert f'<a href="https://jaeger.example/trace/{trace_id}" rel="noopener">4bf92f35…</a>' in page
+
+
 def test_a_job_page_says_why_a_job_waits(admin: Any, conn: Conn) -> None:
     def why(job_id: int) -> str:
         match = re.search(r'<p class="why" data-why>(.*?)</p>', admin.get(f"/jobs/{job_id}").text)
