@@ -19,6 +19,7 @@ VAR = ROOT / "var"
 BIN = Path(sys.executable).parent
 PORT = int(os.environ.get("PORT", "8000"))
 QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2")
+TASKS = os.environ.get("PAUTA_TASK_MODULES", "hr.tasks")
 SMTP_SINK_PORT = int(os.environ.get("PAUTA_SMTP_SINK_PORT", "8025"))
 MAILDIR = VAR / "mail"
 CREDENTIALS = VAR / "demo-credentials.txt"
@@ -104,7 +105,7 @@ def serve(env: dict[str, str]) -> int:
     # Children get their own process group: Ctrl-C reaches only this process, which then sends
     # each child one SIGTERM (a second signal would make the worker stop without draining).
     worker = subprocess.Popen(
-        [sys.executable, "worker.py", "--queues", QUEUES, "--tasks", "hr.tasks"],
+        [sys.executable, "worker.py", "--queues", QUEUES, "--tasks", TASKS],
         env=env,
         cwd=ROOT,
         process_group=0,

@@ -275,9 +275,9 @@ class Runner:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.row_id = self._link("register").call(
-            lambda store: store.register_worker(self.identity)
-        )
+        link = self._link("register")
+        self.row_id = link.call(lambda store: store.register_worker(self.identity))
+        link.close()
         for thread in (self._completer, self._heartbeat, self._listener, *self._daemons):
             thread.start()
         self._listening.wait(10)

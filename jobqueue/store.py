@@ -305,9 +305,6 @@ class JobStore:
         row = self._execute("leader_try_acquire", {"key": LEADER_LOCK_KEY}).fetchone()
         return bool(row and row[0])
 
-    def step_down(self) -> None:
-        self._execute("leader_release", {"key": LEADER_LOCK_KEY})
-
     # -- operations ----------------------------------------------------------------------------
 
     def requeue(self, job_id: int, attempt_budget: int) -> bool:

@@ -136,7 +136,7 @@ class Supervisor:
             return
         name = signal.Signals(signum).name
         if signum in IGNORED_SIGNALS:
-            log.info("received %s: ignored (restart the service to reload settings)", name)
+            log.info("received %s: ignored (settings are read at start only)", name)
         elif signum == signal.SIGQUIT or self.stopping:
             log.info("received %s: stopping children at once", name)
             self.stop(graceful=False)

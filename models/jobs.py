@@ -47,7 +47,8 @@ class Job(db.Model):
         CheckConstraint(_one_of("state", JobState), name="state"),
         CheckConstraint("max_attempts > 0", name="max_attempts"),
         CheckConstraint(
-            "(state = 'running') = (locked_by IS NOT NULL AND lease_expires_at IS NOT NULL)",
+            "(state = 'running') = (locked_by IS NOT NULL)"
+            " AND (state = 'running') = (lease_expires_at IS NOT NULL)",
             name="running_has_lease",
         ),
         # The claim query filters and orders by exactly these columns. The tenant rides along

@@ -113,7 +113,7 @@ def test_only_one_session_holds_the_leader_lock(database_url: str) -> None:
     ):
         assert JobStore(first).try_become_leader() is True
         assert JobStore(second).try_become_leader() is False
-        JobStore(first).step_down()
+        first.close()  # a leader steps down by ending its session
         assert JobStore(second).try_become_leader() is True
     with psycopg.connect(database_url, autocommit=True) as third:
         assert JobStore(third).try_become_leader() is True  # a closed session frees the lock
