@@ -19,17 +19,14 @@ the database at the end.
 import argparse
 import json
 import os
-import re
 import secrets
-import statistics
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
+
+from bench.pages import logged_in_client, report, scratch_database, timed
 
 TARGET_MS = 200.0
 FINISHED = 1_000_000
@@ -115,19 +112,6 @@ FILL = [
 ]
 
 
-@contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
-    name = f"pauta_bench_{os.getpid()}_{secrets.token_hex(3)}"
-    admin_url = make_url(server_url).set(database="postgres").render_as_string(False)
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(False)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def build(app: Any, url: str) -> tuple[str, str]:
     """Migrate and fill the database; returns a platform admin's (e-mail, password)."""
     from flask_migrate import upgrade
@@ -189,31 +173,6 @@ def pages(ids: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def timed(client: Any, path: str, requests: int) -> list[float]:
-    for _ in range(3):  # warm up: templates compiled, pool filled, pages cached
-        response = client.get(path)
-        assert response.status_code == 200, (path, response.status_code)
-    times = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        response = client.get(path)
-        times.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, path
-    return times
-
-
-def report(metric: str, path: str, times: list[float]) -> bool:
-    ordered = sorted(times)
-    p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
-    print(json.dumps({
-        "metric": metric, "path": path,
-        "p50_ms": round(statistics.median(ordered), 1), "p95_ms": round(p95, 1),
-        "max_ms": round(ordered[-1], 1), "requests": len(ordered),
-        "target_ms": TARGET_MS, "ok": p95 < TARGET_MS,
-    }), flush=True)  # fmt: skip
-    return p95 < TARGET_MS
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.console_pages", description=__doc__)
     parser.add_argument("--requests", type=int, default=30)
@@ -231,15 +190,8 @@ def main(argv: list[str]) -> int:
         email, password = build(app, url)
         with psycopg.connect(url) as conn:
             ids = samples(conn)
-        client = app.test_client()
-        login_page = client.get("/login").get_data(as_text=True)
-        token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', login_page)
-        assert token is not None
-        response = client.post(
-            "/login", data={"email": email, "password": password, "csrf_token": token.group(1)}
-        )
-        assert response.status_code == 302, response.get_data(as_text=True)
-        verdicts = [report(name, path, timed(client, path, args.requests))
+        client = logged_in_client(app, email, password)
+        verdicts = [report(name, timed(client, path, args.requests), TARGET_MS, path=path)
                     for name, path in pages(ids)]  # fmt: skip
         with app.app_context():
             db.engine.dispose()

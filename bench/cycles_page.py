@@ -12,38 +12,19 @@ database at the end.
 """
 
 import argparse
-import json
 import os
-import re
 import secrets
-import statistics
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any
 
-import psycopg
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
+
+from bench.pages import logged_in_client, report, scratch_database, timed
 
 TARGET_MS = 300.0
 EMPLOYEES = 500
 PEERS = 2
-
-
-@contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
-    name = f"pauta_bench_{os.getpid()}_{secrets.token_hex(3)}"
-    admin_url = make_url(server_url).set(database="postgres").render_as_string(False)
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(False)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def build(app: Any) -> tuple[int, str, str]:
@@ -106,31 +87,6 @@ def build(app: Any) -> tuple[int, str, str]:
         return cycle.id, "admin@bench.example", password
 
 
-def timed(client: Any, path: str, requests: int) -> list[float]:
-    for _ in range(3):  # warm up: templates compiled, pool filled
-        assert client.get(path).status_code == 200
-    samples = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        response = client.get(path)
-        samples.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, path
-    return samples
-
-
-def report(metric: str, samples: list[float]) -> None:
-    ordered = sorted(samples)
-    print(json.dumps({
-        "metric": metric,
-        "p50": round(statistics.median(ordered), 1),
-        "p95": round(ordered[max(0, round(0.95 * len(ordered)) - 1)], 1),
-        "max": round(ordered[-1], 1),
-        "requests": len(ordered),
-        "target_ms": TARGET_MS,
-        "ok": ordered[max(0, round(0.95 * len(ordered)) - 1)] < TARGET_MS,
-    }))  # fmt: skip
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cycles_page", description=__doc__)
     parser.add_argument("--requests", type=int, default=50)
@@ -146,19 +102,16 @@ def main(argv: list[str]) -> int:
     with scratch_database(server) as url:
         app = create_app({"DATABASE_URL": url, "SECRET_KEY": secrets.token_hex(16)})
         cycle_id, email, password = build(app)
-        client = app.test_client()
-        login_page = client.get("/login").get_data(as_text=True)
-        token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', login_page)
-        assert token is not None
-        response = client.post(
-            "/login", data={"email": email, "password": password, "csrf_token": token.group(1)}
-        )
-        assert response.status_code == 302, response.get_data(as_text=True)
-        report("cycle_detail_ms", timed(client, f"/cycles/{cycle_id}", args.requests))
-        report("cycle_list_ms", timed(client, "/cycles/", args.requests))
+        client = logged_in_client(app, email, password)
+        verdicts = [
+            report("cycle_detail_ms", timed(client, path := f"/cycles/{cycle_id}", args.requests),
+                   TARGET_MS, path=path),
+            report("cycle_list_ms", timed(client, "/cycles/", args.requests), TARGET_MS,
+                   path="/cycles/"),
+        ]  # fmt: skip
         with app.app_context():
             db.engine.dispose()
-    return 0
+    return 0 if all(verdicts) else 1
 
 
 if __name__ == "__main__":

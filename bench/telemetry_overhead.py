@@ -12,17 +12,16 @@ providers are per process).
 import argparse
 import json
 import os
-import re
 import secrets
 import statistics
 import subprocess
 import sys
-from typing import Any
 
 import psycopg
 from sqlalchemy.engine import make_url
 
-from bench.cycles_page import build, scratch_database, timed
+from bench.cycles_page import build
+from bench.pages import logged_in_client, scratch_database, timed
 from devtools.otlp_receiver import Receiver
 
 OTEL = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -108,11 +107,7 @@ def console_child(url: str, email: str, password: str, cycle_id: str, requests: 
     from app import create_app
 
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": secrets.token_hex(16)})
-    client: Any = app.test_client()
-    page = client.get("/login").get_data(as_text=True)
-    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page)
-    assert token is not None
-    client.post("/login", data={"email": email, "password": password, "csrf_token": token.group(1)})
+    client = logged_in_client(app, email, password)
     samples = timed(client, f"/cycles/{cycle_id}", int(requests))
     print(json.dumps({"p50": round(statistics.median(samples), 2)}))
 
