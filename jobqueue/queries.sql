@@ -123,25 +123,17 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's row.
--- Each result's row is found by primary key in a LATERAL lookup, then updated by its ctid: the
--- only plan is one index probe per result, however wrong the statistics (see "fenced writes" in
+-- `jobs.id = ANY (ids)` makes the rows come from the primary key, one probe each, however the
+-- statistics misjudge the rest (see "how the rows are found" in
 -- docs/discussions/claiming-and-leases.md). The fence names no state: the CHECK
 -- jobs_running_has_lease_check makes locked_by imply 'running'.
-WITH input AS (
+WITH result AS (
     SELECT *
     FROM unnest(
         %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
         %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[],
         %(trace_ids)s::text[]
-    ) AS input (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
-), result AS MATERIALIZED (
-    SELECT input.*, held.ctid AS row_id
-    FROM input
-    CROSS JOIN LATERAL (
-        SELECT ctid FROM jobs
-        WHERE jobs.id = input.id AND jobs.attempt = input.attempt AND jobs.locked_by = %(worker)s
-        FOR UPDATE
-    ) AS held
+    ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
 ), finished AS (
     UPDATE jobs
     SET state = CASE
@@ -162,8 +154,10 @@ WITH input AS (
         locked_by = NULL,
         lease_expires_at = NULL
     FROM result
-    WHERE jobs.ctid = ANY (ARRAY(SELECT row_id FROM result))  -- a TID scan: never the table
-      AND jobs.ctid = result.row_id
+    WHERE jobs.id = ANY (%(ids)s::bigint[])
+      AND jobs.id = result.id
+      AND jobs.attempt = result.attempt
+      AND jobs.locked_by = %(worker)s
     RETURNING jobs.id, jobs.attempt, jobs.started_at, jobs.state, result.outcome, result.error,
               result.traceback, result.duration, result.trace_id
 ), history AS (
@@ -179,19 +173,11 @@ SELECT id, attempt, state, date_trunc('minute', now()) FROM finished
 -- name: job_release
 -- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'.
 -- Rows are found and fenced as in job_finish.
-WITH input AS (
+WITH handed_back AS (
     SELECT *
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(started)s::bool[],
                 %(durations)s::float8[])
-        AS input (id, attempt, started, duration)
-), handed_back AS MATERIALIZED (
-    SELECT input.*, held.ctid AS row_id
-    FROM input
-    CROSS JOIN LATERAL (
-        SELECT ctid FROM jobs
-        WHERE jobs.id = input.id AND jobs.attempt = input.attempt AND jobs.locked_by = %(worker)s
-        FOR UPDATE
-    ) AS held
+        AS handed_back (id, attempt, started, duration)
 ), released AS (
     UPDATE jobs
     SET state = 'available',
@@ -204,8 +190,10 @@ WITH input AS (
         locked_by = NULL,
         lease_expires_at = NULL
     FROM handed_back
-    WHERE jobs.ctid = ANY (ARRAY(SELECT row_id FROM handed_back))
-      AND jobs.ctid = handed_back.row_id
+    WHERE jobs.id = ANY (%(ids)s::bigint[])
+      AND jobs.id = handed_back.id
+      AND jobs.attempt = handed_back.attempt
+      AND jobs.locked_by = %(worker)s
     RETURNING jobs.id, jobs.queue, jobs.attempt, jobs.started_at, handed_back.started,
               handed_back.duration
 ), history AS (
@@ -223,20 +211,13 @@ FROM released
 -- name: job_extend_leases
 -- Extend the leases of a worker's in-flight jobs; returns the (id, attempt) pairs it still owns.
 -- Rows are found and fenced as in job_finish.
-WITH held AS MATERIALIZED (
-    SELECT owned.ctid AS row_id
-    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS input (id, attempt)
-    CROSS JOIN LATERAL (
-        SELECT ctid FROM jobs
-        WHERE jobs.id = input.id AND jobs.attempt = input.attempt AND jobs.locked_by = %(worker)s
-        FOR UPDATE
-    ) AS owned
-)
 UPDATE jobs
 SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
-FROM held
-WHERE jobs.ctid = ANY (ARRAY(SELECT row_id FROM held))
-  AND jobs.ctid = held.row_id
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
+WHERE jobs.id = ANY (%(ids)s::bigint[])
+  AND jobs.id = held.id
+  AND jobs.attempt = held.attempt
+  AND jobs.locked_by = %(worker)s
 RETURNING jobs.id, jobs.attempt
 
 -- name: job_rescue_expired

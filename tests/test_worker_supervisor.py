@@ -100,7 +100,9 @@ def test_a_child_killed_mid_run_is_restarted_and_nothing_is_lost(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     enqueue_many(conn, [JobRequest("record_run", {"pause": 0.002})] * 5000)
-    supervisor = start_worker(workers, database_url, "--queues", "default=8", *FAST)
+    # Leases long enough that a busy machine cannot starve the surviving child's heartbeat.
+    leases = ("--lease", "5", "--heartbeat", "1", "--sweep", "0.2", "--poll", "0.1")
+    supervisor = start_worker(workers, database_url, "--queues", "default=8", *leases)
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM runs") >= 1000, timeout=30)
     [(pid, killed_name)] = children(conn).values()
     os.kill(pid, signal.SIGKILL)
