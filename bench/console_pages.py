@@ -18,7 +18,6 @@ the database at the end.
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from bench.pages import logged_in_client, report, scratch_database, timed
+from bench.pages import logged_in_client, report, scratch_app, timed
 
 TARGET_MS = 200.0
 FINISHED = 1_000_000
@@ -177,24 +176,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.console_pages", description=__doc__)
     parser.add_argument("--requests", type=int, default=30)
     args = parser.parse_args(argv)
-    server = os.environ.get("DATABASE_URL")
-    if not server:
-        print("set DATABASE_URL to a PostgreSQL server the bench may create a database on",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    from app import create_app
-    from models import db
-
-    with scratch_database(server) as url:
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": secrets.token_hex(16)})
+    with scratch_app() as (app, url):
         email, password = build(app, url)
         with psycopg.connect(url) as conn:
             ids = samples(conn)
         client = logged_in_client(app, email, password)
         verdicts = [report(name, timed(client, path, args.requests), TARGET_MS, path=path)
                     for name, path in pages(ids)]  # fmt: skip
-        with app.app_context():
-            db.engine.dispose()
     return 0 if all(verdicts) else 1
 
 

@@ -12,7 +12,6 @@ database at the end.
 """
 
 import argparse
-import os
 import secrets
 import sys
 from datetime import date, timedelta
@@ -20,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench.pages import logged_in_client, report, scratch_database, timed
+from bench.pages import logged_in_client, report, scratch_app, timed
 
 TARGET_MS = 300.0
 EMPLOYEES = 500
@@ -91,16 +90,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cycles_page", description=__doc__)
     parser.add_argument("--requests", type=int, default=50)
     args = parser.parse_args(argv)
-    server = os.environ.get("DATABASE_URL")
-    if not server:
-        print("set DATABASE_URL to a PostgreSQL server the bench may create a database on",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    from app import create_app
-    from models import db
-
-    with scratch_database(server) as url:
-        app = create_app({"DATABASE_URL": url, "SECRET_KEY": secrets.token_hex(16)})
+    with scratch_app() as (app, _url):
         cycle_id, email, password = build(app)
         client = logged_in_client(app, email, password)
         verdicts = [
@@ -109,8 +99,6 @@ def main(argv: list[str]) -> int:
             report("cycle_list_ms", timed(client, "/cycles/", args.requests), TARGET_MS,
                    path="/cycles/"),
         ]  # fmt: skip
-        with app.app_context():
-            db.engine.dispose()
     return 0 if all(verdicts) else 1
 
 

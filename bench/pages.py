@@ -31,6 +31,27 @@ def scratch_database(server_url: str) -> Iterator[str]:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@contextmanager
+def scratch_app() -> Iterator[tuple[Any, str]]:
+    """The console app on a scratch database of the server named by DATABASE_URL, and that
+    database's URL; the engine's connections are closed when the block ends."""
+    server = os.environ.get("DATABASE_URL")
+    if not server:
+        raise SystemExit(
+            "set DATABASE_URL to a PostgreSQL server the bench may create a database on"
+        )
+    from app import create_app
+    from models import db
+
+    with scratch_database(server) as url:
+        app = create_app({"DATABASE_URL": url, "SECRET_KEY": secrets.token_hex(16)})
+        try:
+            yield app, url
+        finally:
+            with app.app_context():
+                db.engine.dispose()
+
+
 def logged_in_client(app: Any, email: str, password: str) -> Any:
     """A test client logged in through the log-in form, as a browser would."""
     client = app.test_client()

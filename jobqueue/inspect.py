@@ -91,16 +91,24 @@ class JobInspector:
     def stats_series(
         self, queue: str | None, tenant_id: int | None, window_seconds: int, bucket_seconds: int
     ) -> list[Row]:
-        params = {
-            "queue": queue,
-            "tenant_id": tenant_id,
-            "window_seconds": window_seconds,
-            "bucket_seconds": bucket_seconds,
-        }
-        return self._rows("console_stats_series", params)
+        return self._series(
+            "console_stats_series", queue, tenant_id, window_seconds, bucket_seconds
+        )
 
     def depth_series(
         self, queue: str | None, tenant_id: int | None, window_seconds: int, bucket_seconds: int
+    ) -> list[Row]:
+        return self._series(
+            "console_depth_series", queue, tenant_id, window_seconds, bucket_seconds
+        )
+
+    def _series(
+        self,
+        name: str,
+        queue: str | None,
+        tenant_id: int | None,
+        window_seconds: int,
+        bucket_seconds: int,
     ) -> list[Row]:
         params = {
             "queue": queue,
@@ -108,7 +116,7 @@ class JobInspector:
             "window_seconds": window_seconds,
             "bucket_seconds": bucket_seconds,
         }
-        return self._rows("console_depth_series", params)
+        return self._rows(name, params)
 
     # -- jobs ----------------------------------------------------------------------------------
 
