@@ -27,6 +27,7 @@ db = SQLAlchemy(model_class=Base)
 from models.audit import AuditEntry  # noqa: E402
 from models.cycles import CycleParticipant, Review, ReviewCycle  # noqa: E402
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
+from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
 from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
@@ -39,6 +40,7 @@ __all__ = [
     "Job",
     "JobAttempt",
     "JobStatsMinute",
+    "Leader",
     "Queue",
     "QueueDepthMinute",
     "Review",
