@@ -19,6 +19,7 @@ from jobqueue.enqueue import QUEUE_NAME, JobRequest, enqueue_many
 from jobqueue.errors import EnqueueError, OperationRefused
 from jobqueue.registry import registry
 from jobqueue.store import JobStore
+from jobqueue.text import unstorable
 
 jobs_cli = AppGroup("jobs", help="Enqueue, inspect and operate background jobs.")
 
@@ -30,9 +31,15 @@ def _store() -> Iterator[JobStore]:
         yield JobStore(connection)
 
 
+MAX_COUNT = 100_000  # copies per `jobs enqueue`; enqueue_many takes them in one statement
+BIGINT_MAX = 2**63 - 1
+
+
 def _tenant_id(store: JobStore, slug: str | None) -> int | None:
     if slug is None:
         return None
+    if unstorable(slug) or len(slug) > 200:
+        raise click.ClickException("--tenant must be a tenant's slug, e.g. --tenant acme")
     row = store.connection.execute("SELECT id FROM tenants WHERE slug = %s", (slug,)).fetchone()
     if row is None:
         raise click.ClickException(f"unknown tenant {slug!r}; create it first or check the slug")
@@ -90,10 +97,8 @@ def enqueue_command(
         raise click.ClickException(f"unknown task {task!r}; registered tasks are: {known}")
     if delay is not None and at_text is not None:
         raise click.ClickException("give --delay or --at, not both")
-    if delay is not None and delay < 0:
-        raise click.ClickException(f"--delay must be zero or more seconds, not {delay:g}")
-    if count < 1:
-        raise click.ClickException(f"--count must be at least 1, not {count}")
+    if not 1 <= count <= MAX_COUNT:
+        raise click.ClickException(f"--count must be between 1 and {MAX_COUNT:,}, not {count:,}")
     payload = _payload(payload_text)
     run_at = _run_at(at_text)
     with _store() as store:
@@ -110,7 +115,7 @@ def enqueue_command(
         try:
             ids = enqueue_many(store.connection, [request] * count)
         except EnqueueError as error:
-            raise click.ClickException(str(error)) from None
+            raise click.ClickException(_as_option(str(error))) from None
     if count > 10:
         click.echo(f"enqueued {count} jobs ({ids[0]}..{ids[-1]})")
     else:
@@ -139,7 +144,7 @@ def stats_command(as_json: bool) -> None:
 
 
 @jobs_cli.command("requeue")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=click.IntRange(1, BIGINT_MAX))
 def requeue_command(job_id: int) -> None:
     """Put dead or cancelled job JOB_ID back to work with a fresh attempt budget."""
     with _store() as store:
@@ -163,10 +168,7 @@ def requeue_command(job_id: int) -> None:
 @click.argument("queue")
 def pause_command(queue: str) -> None:
     """Stop workers from claiming jobs of QUEUE (running jobs finish)."""
-    if not QUEUE_NAME.match(queue):
-        raise click.ClickException(
-            f"queue name {queue!r} is invalid: use 1-63 lowercase letters, digits, '_', '.' or '-'"
-        )
+    _check_queue_name(queue)
     with _store() as store:
         store.pause_queue(queue, paused_by="cli")
     click.echo(f"queue {queue} paused")
@@ -176,7 +178,30 @@ def pause_command(queue: str) -> None:
 @click.argument("queue")
 def resume_command(queue: str) -> None:
     """Let workers claim jobs of QUEUE again."""
+    _check_queue_name(queue)
     with _store() as store:
         if not store.resume_queue(queue):
             raise click.ClickException(f"there is no queue {queue!r}")
     click.echo(f"queue {queue} resumed")
+
+
+def _check_queue_name(queue: str) -> None:
+    if not QUEUE_NAME.match(queue):
+        raise click.ClickException(
+            f"queue name {queue!r} is invalid: use 1-63 lowercase letters, digits, '_', '.' or '-'"
+        )
+
+
+OPTION_NAMES = {
+    "delay": "--delay",
+    "run_at": "--at",
+    "max_attempts": "--max-attempts",
+    "priority": "--priority",
+    "payload": "--payload",
+}
+
+
+def _as_option(message: str) -> str:
+    """An enqueue error in the words of this command's options (``run_at`` is ``--at``)."""
+    first, _, rest = message.partition(" ")
+    return f"{OPTION_NAMES.get(first, first)} {rest}"

@@ -25,13 +25,22 @@ CONNECT_OPTIONS: dict[str, Any] = {
 }
 
 
-# A server that answers FATAL refuses for good (no such database or role, bad password), unless
-# it says it is starting, stopping, recovering or full: those pass.
-PASSING_REFUSALS = ("starting up", "shutting down", "recovery mode", "too many")
+# What a server says when it will refuse us however long we wait: no such database or role, a
+# bad or missing password, no pg_hba.conf line for us, a role that may not log in. Any other
+# refusal passes (starting up, shutting down, in recovery, not yet accepting connections after
+# a crash, out of connection slots): a worker waits for it, for up to connect_wait_seconds.
+LASTING_REFUSALS = (
+    "does not exist",
+    "authentication failed",
+    "no password supplied",
+    "no pg_hba.conf entry",
+    "is not permitted to log in",
+    "permission denied",
+)
 
 
-def _refused_for_good(reason: str) -> bool:
-    return "FATAL:" in reason and not any(text in reason for text in PASSING_REFUSALS)
+def refused_for_good(reason: str) -> bool:
+    return "FATAL:" in reason and any(text in reason for text in LASTING_REFUSALS)
 
 
 class DatabaseNotReady(Exception):
@@ -59,8 +68,8 @@ def check_database(url: str, wait_seconds: float) -> None:
                 f"DATABASE_URL is not usable: {error}", retryable=False
             ) from None
         except psycopg.OperationalError as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            if _refused_for_good(reason):
+            reason = _first_line(error)
+            if refused_for_good(reason):
                 raise DatabaseNotReady(
                     f"the database refused us: {reason}", retryable=False
                 ) from None
@@ -81,17 +90,23 @@ def check_database(url: str, wait_seconds: float) -> None:
 
 
 class Link:
-    """A dedicated autocommit connection that reconnects, with backoff and jitter, after a break.
+    """A dedicated autocommit connection that survives what the server and the network do.
 
-    ``call`` runs a function with a :class:`JobStore` on the connection; when the connection is
-    broken it logs, waits (interrupted by ``stop``), reconnects and tries again until it succeeds
-    or ``stop`` is set, in which case it returns ``None``.
+    ``call`` runs a function with a :class:`JobStore` on the connection. A statement the server
+    rolled back while the connection stayed up (a deadlock, a serialization failure, a lock or
+    statement timeout) is tried again on the same connection, after a short pause; a broken
+    connection is closed, reopened with backoff and jitter, and the call tried again. Either way
+    it goes on until it succeeds, ``tries`` is used up or ``stop`` is set, in which case it
+    returns ``None``. Any other error (a bug, a row the database refuses) is raised.
     """
 
-    def __init__(self, url: str, name: str, stop: threading.Event) -> None:
+    def __init__(
+        self, url: str, name: str, stop: threading.Event, *, max_delay: float = 5.0
+    ) -> None:
         self.url = url
         self.name = name
         self.stop = stop
+        self.max_delay = max_delay
         self.connection: psycopg.Connection[Any] | None = None
         self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
 
@@ -109,15 +124,24 @@ class Link:
             try:
                 return operation(JobStore(self.connect()))
             except psycopg.OperationalError as error:
-                self.close()
                 failures += 1
-                delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
-                log.warning(
-                    "%s: database connection lost (%s); retrying in %.2fs",
-                    self.name,
-                    str(error).strip().splitlines()[0] if str(error).strip() else error,
-                    delay,
-                )
+                if rolled_back_by_server(error, self.connection):
+                    delay = min(self.max_delay, 0.01 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
+                    log.warning(
+                        "%s: the server rolled the statement back (%s: %s); retrying",
+                        self.name,
+                        type(error).__name__,
+                        _first_line(error),
+                    )
+                else:
+                    self.close()
+                    delay = min(self.max_delay, 0.05 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
+                    log.warning(
+                        "%s: database connection lost (%s); retrying in %.2fs",
+                        self.name,
+                        _first_line(error),
+                        delay,
+                    )
                 if (tries is not None and failures >= tries) or self.stop.wait(delay):
                     return None
 
@@ -127,3 +151,26 @@ class Link:
                 self.connection.close()
             finally:
                 self.connection = None
+
+
+# SQLSTATE class 40: the server rolled the transaction back (40001 serialization failure, 40P01
+# deadlock detected); 55P03 lock_not_available and 57014 query_canceled end one statement.
+TRANSACTION_ROLLBACK = "40"
+SINGLE_STATEMENT_FAILURES = frozenset({"55P03", "57014"})
+
+
+def rolled_back_by_server(
+    error: psycopg.OperationalError, connection: psycopg.Connection[Any] | None
+) -> bool:
+    """True when the server refused or undid one statement and the connection is still good:
+    a deadlock or serialization failure, a lock or statement timeout, a cancelled query. Those
+    are retried on the same connection; they say nothing about the network."""
+    if connection is None or connection.closed or connection.broken:
+        return False
+    sqlstate = error.sqlstate or ""
+    return sqlstate.startswith(TRANSACTION_ROLLBACK) or sqlstate in SINGLE_STATEMENT_FAILURES
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)

@@ -10,21 +10,28 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
 import psycopg
 
 from jobqueue import telemetry
-from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
+from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_SECONDS
 from jobqueue.errors import EnqueueError, PayloadTooLarge
 from jobqueue.registry import DEFAULT_QUEUE, TaskRegistry, registry
 from jobqueue.store import JobStore, NewJob
+from jobqueue.text import unstorable
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 SMALLINT = range(-32768, 32768)
+BIGINT_MAX = 2**63 - 1
+EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_NAME_CHARS = 200  # task names
+MAX_UNIQUE_KEY_BYTES = 1000  # UTF-8; the unique index refuses entries past about 2.7 kB
+# A JSON "\u0000" escape that is not itself an escaped backslash: jsonb refuses it.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -129,37 +136,90 @@ def psycopg_connection(connection: Any) -> psycopg.Connection[Any]:
 
 
 def _prepare(request: JobRequest, tasks: TaskRegistry) -> NewJob:
-    if not isinstance(request.task, str) or not request.task:
+    """Check one request against the engine's bounds (docs/reference/limits.md); a request that
+    breaks one is refused with a sentence naming the argument, before anything is written."""
+    task_name = request.task
+    if not isinstance(task_name, str) or not task_name:
         raise EnqueueError("task must be a non-empty task name")
-    registered = tasks.get(request.task)
+    _check_text("task", task_name, MAX_NAME_CHARS)
+    registered = tasks.get(task_name)
     queue = request.queue or (registered.queue if registered else DEFAULT_QUEUE)
-    if not _valid_queue_name(queue):
+    if not isinstance(queue, str) or not _valid_queue_name(queue):
         raise EnqueueError(
             f"queue name {queue!r} is invalid: use 1-63 lowercase letters, digits, '_', '.' or '-'"
         )
     max_attempts = request.max_attempts
     if max_attempts is None:
         max_attempts = registered.retry.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
-    if max_attempts < 1:
-        raise EnqueueError(f"max_attempts must be at least 1, not {max_attempts}")
-    if request.priority not in SMALLINT:
-        raise EnqueueError(f"priority must be between -32768 and 32767, not {request.priority}")
+    if not _whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise EnqueueError(
+            f"max_attempts must be between 1 and {MAX_ATTEMPTS:,}, not {max_attempts!r}"
+        )
+    if not _whole(request.priority) or request.priority not in SMALLINT:
+        raise EnqueueError(
+            f"priority must be a whole number between -32768 and 32767, not {request.priority!r}"
+        )
+    if request.tenant_id is not None and (
+        not _whole(request.tenant_id) or not 1 <= request.tenant_id <= BIGINT_MAX
+    ):
+        raise EnqueueError(f"tenant_id must be a tenant's id, not {request.tenant_id!r}")
+    if request.unique_key is not None:
+        if not isinstance(request.unique_key, str):
+            raise EnqueueError(f"unique_key must be text, not {type(request.unique_key).__name__}")
+        _check_text("unique_key", request.unique_key, MAX_UNIQUE_KEY_BYTES, in_bytes=True)
     if request.delay is not None and request.run_at is not None:
         raise EnqueueError("give either delay or run_at, not both")
-    if request.delay is not None and not request.delay >= 0:
-        raise EnqueueError(f"delay must be zero or more seconds, not {request.delay}")
-    if request.run_at is not None and request.run_at.utcoffset() is None:
-        raise EnqueueError("run_at must be a timezone-aware datetime")
+    delay = 0.0
+    if request.delay is not None:
+        if isinstance(request.delay, bool) or not isinstance(request.delay, int | float):
+            raise EnqueueError(f"delay must be a number of seconds, not {request.delay!r}")
+        if not 0 <= request.delay <= MAX_DELAY_SECONDS:  # also refuses nan and inf
+            raise EnqueueError(
+                f"delay must be between 0 and {MAX_DELAY_SECONDS:,} seconds (ten years), "
+                f"not {request.delay}"
+            )
+        delay = float(request.delay)
+    if request.run_at is not None:
+        _check_run_at(request.run_at)
     return NewJob(
-        task=request.task,
+        task=task_name,
         queue=queue,
         tenant_id=request.tenant_id,
         priority=request.priority,
         max_attempts=max_attempts,
-        delay_seconds=float(request.delay or 0.0),
+        delay_seconds=delay,
         run_at=request.run_at,
         unique_key=request.unique_key,
     )
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_text(argument: str, value: str, limit: int, *, in_bytes: bool = False) -> None:
+    if unstorable(value):
+        raise EnqueueError(
+            f"{argument} holds a NUL character or an unpaired surrogate, which PostgreSQL text "
+            "cannot store"
+        )
+    size = len(value.encode()) if in_bytes else len(value)
+    if size > limit:
+        unit = "bytes" if in_bytes else "characters"
+        raise EnqueueError(f"{argument} is {size:,} {unit} long; at most {limit:,}")
+
+
+def _check_run_at(run_at: datetime) -> None:
+    if not isinstance(run_at, datetime):
+        raise EnqueueError(f"run_at must be a datetime, not {type(run_at).__name__}")
+    if run_at.utcoffset() is None:
+        raise EnqueueError("run_at must be a timezone-aware datetime")
+    latest = datetime.now(UTC) + timedelta(seconds=MAX_DELAY_SECONDS)
+    if not EARLIEST_RUN_AT <= run_at <= latest:
+        raise EnqueueError(
+            f"run_at must be between {EARLIEST_RUN_AT:%Y-%m-%d} and ten years from now "
+            f"({latest:%Y-%m-%d}), not {run_at.isoformat()}"
+        )
 
 
 def _json_or_none(trace_context: dict[str, str] | None) -> str | None:
@@ -180,7 +240,8 @@ def _payloads_json(requests: list[JobRequest], limit: int) -> str:
     try:
         if all(isinstance(payload, Mapping) for payload in payloads):
             text = _JSON.encode(payloads)
-            if len(text) * 4 <= limit:  # no payload can be over the limit
+            # No payload can be over the limit, and none holds what PostgreSQL cannot store.
+            if len(text) * 4 <= limit and not _unstorable_json(text):
                 return text
     except (TypeError, ValueError):
         pass
@@ -199,6 +260,11 @@ def _payload_json(task: str, payload: Mapping[str, Any] | None, limit: int) -> s
         text = _JSON.encode(payload)
     except (TypeError, ValueError) as error:
         raise EnqueueError(f"payload of task {task!r} is not JSON: {error}") from None
+    if _unstorable_json(text):
+        raise EnqueueError(
+            f"payload of task {task!r} holds a NUL character (\\u0000) or an unpaired "
+            "surrogate, which PostgreSQL's jsonb cannot store"
+        )
     # UTF-8 needs at most 4 bytes a character: short texts need no encoding to be measured.
     if len(text) * 4 > limit and (size := len(text.encode())) > limit:
         raise PayloadTooLarge(
@@ -206,3 +272,9 @@ def _payload_json(task: str, payload: Mapping[str, Any] | None, limit: int) -> s
             "(store large data elsewhere and pass a reference)"
         )
     return text
+
+
+def _unstorable_json(text: str) -> bool:
+    """True when JSON ``text`` holds an escaped NUL (jsonb refuses it) or a raw unpaired
+    surrogate (which cannot be encoded to send)."""
+    return _JSON_NUL.search(text) is not None or unstorable(text)

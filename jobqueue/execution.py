@@ -16,6 +16,7 @@ from jobqueue import telemetry
 from jobqueue.errors import PermanentError, UnknownTask
 from jobqueue.registry import TaskRegistry
 from jobqueue.store import AttemptResult, ClaimedJob
+from jobqueue.text import TextLimits, cut_end, cut_middle
 
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -42,25 +43,34 @@ class JobContext:
 
 
 def run_job(
-    job: ClaimedJob, tasks: TaskRegistry, worker: str, connection: ConnectionFactory
+    job: ClaimedJob,
+    tasks: TaskRegistry,
+    worker: str,
+    connection: ConnectionFactory,
+    limits: TextLimits = TextLimits(),  # noqa: B008 - frozen, so one shared default is safe
 ) -> AttemptResult:
-    """Run one attempt and say how it ended. Never raises for anything the task does."""
+    """Run one attempt and say how it ended. Never raises for anything the task does; the error
+    and traceback it reports are cleaned and cut to ``limits``, so they can always be stored."""
     with telemetry.consumer(job, job.trace_context) as span:
-        result = _run(job, tasks, worker, connection, span)
+        result = _run(job, tasks, worker, connection, span, limits)
     if span is None:
         return result
     return replace(result, trace_id=telemetry.trace_id_of(span))
 
 
 def _run(
-    job: ClaimedJob, tasks: TaskRegistry, worker: str, connection: ConnectionFactory, span: Any
+    job: ClaimedJob,
+    tasks: TaskRegistry,
+    worker: str,
+    connection: ConnectionFactory,
+    span: Any,
+    limits: TextLimits,
 ) -> AttemptResult:
     started = time.perf_counter()
     task = tasks.get(job.task)
     if task is None:
-        message = f"no task named {job.task!r} is registered in this worker"
-        telemetry.record_failure(span, UnknownTask(message), "dead")
-        return _result(job, "dead", f"UnknownTask: {message}")
+        error = UnknownTask(f"no task named {job.task!r} is registered in this worker")
+        return _failure(job, "dead", error, None, 0.0, None, span, limits)
     try:
         arguments = task.call_arguments(job.payload)
         if task.pass_context:
@@ -68,28 +78,41 @@ def _run(
         else:
             task.function(**arguments)
     except PermanentError as error:
-        telemetry.record_failure(span, error, "dead")
-        return _result(job, "dead", _describe(error), traceback.format_exc(), started=started)
+        return _failure(job, "dead", error, _traceback(), 0.0, started, span, limits)
     except BaseException as error:  # a task's failure, whatever it is, never kills the runner
-        telemetry.record_failure(span, error, "failed")
         delay = task.retry.delay(job.attempt)
-        return _result(job, "failed", _describe(error), traceback.format_exc(), delay, started)
-    return _result(job, "succeeded", started=started)
+        return _failure(job, "failed", error, _traceback(), delay, started, span, limits)
+    return AttemptResult(job, "succeeded", None, None, 0.0, time.perf_counter() - started)
 
 
-def _result(
+def _failure(
     job: ClaimedJob,
     outcome: str,
-    error: str | None = None,
-    trace: str | None = None,
-    retry_delay: float = 0.0,
-    started: float | None = None,
+    error: BaseException,
+    trace: str | None,
+    retry_delay: float,
+    started: float | None,
+    span: Any,
+    limits: TextLimits,
 ) -> AttemptResult:
+    description = cut_end(_describe(error), limits.error_bytes)
+    telemetry.record_failure(span, error, outcome, description)
+    trace = None if trace is None else cut_middle(trace, limits.traceback_bytes)
     duration = 0.0 if started is None else time.perf_counter() - started
-    return AttemptResult(job, outcome, error, trace, retry_delay, duration)
+    return AttemptResult(job, outcome, description, trace, retry_delay, duration)
 
 
 def _describe(error: BaseException) -> str:
-    message = str(error)
     name = type(error).__name__
+    try:
+        message = str(error)
+    except Exception:  # an exception whose __str__ itself fails
+        message = "<the exception's message could not be read>"
     return f"{name}: {message}" if message else name
+
+
+def _traceback() -> str:
+    try:
+        return traceback.format_exc()
+    except Exception:
+        return "<the traceback could not be formatted>"

@@ -1,27 +1,34 @@
-"""Maintenance that one process at a time does for everyone: the leader's duties.
+"""Maintenance: rescue that every process does, and the duties of one leader.
 
-Whoever holds the leader lock (a session advisory lock, freed if its connection dies) sweeps
-expired leases back to their queues, marks silent workers lost, samples queue depth once a
-minute and prunes old finished jobs, stats and worker rows. Several hosts can run workers; only
-one of them maintains at any moment.
+Every maintainer (one per supervisor, and one per ``--single`` worker), every round:
+
+- the **rescuer** returns jobs whose lease has expired to their queue (or to ``dead``), counting
+  them in the per-minute stats in the same statement. Any number of processes may rescue at
+  once, since ``FOR UPDATE SKIP LOCKED`` gives each expired row to one of them; so rescue never
+  waits for one process to be alive and responsive;
+- it marks workers that stopped heartbeating ``lost`` (idempotent, so anyone may).
+
+One maintainer at a time, the **leader**, also samples queue depth once a minute and prunes
+old finished jobs, stats and worker rows. Leadership is a lease row in ``leaders`` (holder,
+term, expires_at, all in database time), renewed every round and taken over by anyone once it
+has expired; each leader-only write names the term it believes it holds and writes nothing if
+that term is over, so a leader that was frozen past its lease and wakes up cannot write: it
+notices at its next renewal and steps down.
 """
 
 import logging
 import random
 import threading
 import time
-from typing import Any
-
-import psycopg
 
 from jobqueue import telemetry
 from jobqueue.connections import Link
 from jobqueue.settings import WorkerSettings
-from jobqueue.stats import StatsRecorder
-from jobqueue.store import JobStore
+from jobqueue.store import JobStore, Term
 
 RESCUE_BATCH = 1000
 PRUNE_BATCH = 5000
+MAINTENANCE = "maintenance"  # the leaders row of the maintenance duties
 
 log = logging.getLogger("jobqueue.maintenance")
 
@@ -31,55 +38,110 @@ class Maintainer:
         self.settings = settings
         self.name = name
         self.stop = stop
-        self.is_leader = False
-        self.rounds = 0  # completed maintenance rounds as leader (tests wait on it)
-        self._stats = StatsRecorder()  # what the sweeper decides counts in the per-minute stats
-        self._sampled_minute = -1  # wall-clock minute of the last depth sample
+        self.term: Term | None = None  # the leadership term held, as far as this process knows
+        self.rounds = 0  # completed rounds (tests wait on it)
+        self._sampled_minute = -1  # wall-clock period of the last depth sample
         self._depth: tuple[float, list[tuple[str, str, float]]] = (float("-inf"), [])
         telemetry.observe_queue_depth(self._depth_readings)
         self._next_prune = 0.0
         self._link = Link(settings.database_url, "maintainer", stop)
-        self._link.on_connect = self._on_connect
+
+    @property
+    def is_leader(self) -> bool:
+        return self.term is not None
 
     def run(self) -> None:
-        """Loop until ``stop`` is set; the lock is freed by closing the session at the end."""
+        """Loop until ``stop`` is set; then give up the leadership, if held."""
         while not self.stop.is_set():
-            if not self.is_leader:
-                self.is_leader = bool(self._link.call(JobStore.try_become_leader, tries=1))
-                if self.is_leader:
-                    log.info("%s is the maintenance leader", self.name)
-            if self.is_leader:  # one try per duty: after a reconnect the lock must be won again
-                try:
-                    self._link.call(self._maintain, tries=1)
-                except Exception:
-                    # A bug or an unexpected database error: give up the lock (by closing the
-                    # session) so that another process can lead, and try again next round.
-                    log.exception("maintenance failed; stepping down")
-                    self._link.close()
-                    self.is_leader = False
+            try:
+                self._link.call(self.round, tries=1)
+            except Exception:
+                # A bug or an unexpected database error: log it, stop leading (the next round
+                # may win again) and carry on; rescue must not die with one bad round.
+                log.exception("maintenance round failed")
+                self.term = None
             jitter = random.uniform(0.8, 1.2)  # noqa: S311 - spreading load, not security
             self.stop.wait(self.settings.sweep_seconds * jitter)
+        self._resign()
         self._link.close()
 
-    def _on_connect(self, _connection: psycopg.Connection[Any]) -> None:
-        self.is_leader = False  # a new session holds no lock
-
-    def _maintain(self, store: JobStore) -> None:
-        if not self.is_leader:  # the connection was reopened: this session holds no lock
-            return
-        self._sweep(store)
+    def round(self, store: JobStore) -> None:
+        """One round: rescue and mark lost workers; then, as leader, the leader's duties."""
+        self._rescue(store)
         lost = store.mark_lost_workers(self.settings.lost_after_seconds)
         if lost:
             log.warning("marked %d silent workers lost: %s", len(lost), ", ".join(lost))
-        minute = int(time.time() // self.settings.depth_sample_seconds)
-        if minute != self._sampled_minute:  # once per period, aligned to the clock
-            store.sample_depth()
-            self._sampled_minute = minute
+        term = self._lead(store)
+        if term is not None:
+            self._leader_duties(store, term)
+        self.rounds += 1
+
+    def _rescue(self, store: JobStore) -> None:
+        while rescued := store.rescue_expired(RESCUE_BATCH):
+            dead = sum(1 for job in rescued if job.state == "dead")
+            workers = ", ".join(sorted({job.worker for job in rescued}))
+            log.warning(
+                "rescued %d jobs with expired leases (%d now dead) from %s",
+                len(rescued),
+                dead,
+                workers,
+            )
+            if len(rescued) < RESCUE_BATCH:
+                break
+
+    def _lead(self, store: JobStore) -> Term | None:
+        """Renew the term held, or try to win one; returns the term this round may use."""
+        ttl = self.settings.leader_lease_seconds
+        if self.term is not None and not store.renew(self.term, ttl):
+            current = store.leader(MAINTENANCE)
+            log.warning(
+                "%s lost the maintenance leadership (term %d is over; %s); stepping down",
+                self.name,
+                self.term.number,
+                "nobody leads now"
+                if current is None or not current["live"]
+                else f"{current['holder']} leads in term {current['term']}",
+            )
+            self.term = None
+        if self.term is None:
+            self.term = store.elect(MAINTENANCE, self.name, ttl)
+            if self.term is not None:
+                log.info("%s leads maintenance in term %d", self.name, self.term.number)
+                self._sampled_minute = -1
+                self._next_prune = 0.0
+        return self.term
+
+    def _leader_duties(self, store: JobStore, term: Term) -> None:
+        period = int(time.time() // self.settings.depth_sample_seconds)
+        if period != self._sampled_minute:  # once per period, aligned to the clock
+            store.sample_depth(term)
+            self._sampled_minute = period
         now = time.monotonic()
         if now >= self._next_prune:
-            self._prune(store)
+            self._prune(store, term)
             self._next_prune = now + self.settings.prune_seconds
-        self.rounds += 1
+
+    def _prune(self, store: JobStore, term: Term) -> None:
+        settings = self.settings
+        total = 0
+        while not self.stop.is_set():
+            deleted = store.prune(
+                term, settings.keep_succeeded_seconds, settings.keep_dead_seconds, PRUNE_BATCH
+            )
+            total += deleted
+            if deleted < PRUNE_BATCH:
+                break
+        store.prune_stats(term, settings.keep_stats_seconds)
+        if total:
+            log.info("pruned %d finished jobs", total)
+
+    def _resign(self) -> None:
+        term = self.term
+        if term is None:
+            return
+        self.term = None
+        if self._link.call(lambda store: store.resign(term), tries=2):
+            log.info("%s gave up the maintenance leadership (term %d)", self.name, term.number)
 
     def _depth_readings(self) -> list[tuple[str, str, float]]:
         """The gauges' values, read when the metrics are collected, by the leader only."""
@@ -94,32 +156,3 @@ class Maintainer:
                 link.close()
             self._depth = (time.monotonic(), readings)
         return readings
-
-    def _sweep(self, store: JobStore) -> None:
-        while rescued := store.rescue_expired(RESCUE_BATCH):
-            for job in rescued:
-                self._stats.finished((job.queue, job.minute, job.tenant_id), job.state, None, None)
-            dead = sum(1 for job in rescued if job.state == "dead")
-            log.warning("rescued %d jobs with expired leases (%d now dead)", len(rescued), dead)
-            if len(rescued) < RESCUE_BATCH:
-                break
-        counted = self._stats.take()
-        try:
-            store.add_stats(counted)
-        except psycopg.Error:
-            self._stats.give_back(counted)
-            raise
-
-    def _prune(self, store: JobStore) -> None:
-        settings = self.settings
-        total = 0
-        while not self.stop.is_set():
-            deleted = store.prune(
-                settings.keep_succeeded_seconds, settings.keep_dead_seconds, PRUNE_BATCH
-            )
-            total += deleted
-            if deleted < PRUNE_BATCH:
-                break
-        store.prune_stats(settings.keep_stats_seconds)
-        if total:
-            log.info("pruned %d finished jobs", total)

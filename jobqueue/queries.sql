@@ -122,11 +122,12 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context
 
 -- name: job_finish
--- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's row.
--- `jobs.id = ANY (ids)` makes the rows come from the primary key, one probe each, however the
--- statistics misjudge the rest (see "how the rows are found" in
--- docs/discussions/claiming-and-leases.md). The fence names no state: the CHECK
--- jobs_running_has_lease_check makes locked_by imply 'running'.
+-- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's
+-- row and count the outcomes in job_stats_minute, all in this one statement. Rows are locked in
+-- id order first (`locked`), so no two multi-row writes can wait on each other in a cycle; the
+-- fence names no state: the CHECK jobs_running_has_lease_check makes locked_by imply 'running'.
+-- Every result comes back with how it ended: 'written' now, 'written_before' (this worker's
+-- earlier try committed, its reply was lost) or 'lost' (the lease was taken over).
 WITH result AS (
     SELECT *
     FROM unnest(
@@ -134,6 +135,12 @@ WITH result AS (
         %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[],
         %(trace_ids)s::text[]
     ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
+), locked AS MATERIALIZED (
+    SELECT id, available_at AS visible_at
+    FROM jobs
+    WHERE id = ANY (%(ids)s::bigint[])
+    ORDER BY id
+    FOR UPDATE
 ), finished AS (
     UPDATE jobs
     SET state = CASE
@@ -153,13 +160,15 @@ WITH result AS (
         last_error = coalesce(result.error, jobs.last_error),
         locked_by = NULL,
         lease_expires_at = NULL
-    FROM result
-    WHERE jobs.id = ANY (%(ids)s::bigint[])
+    FROM result, locked
+    WHERE jobs.id = locked.id
       AND jobs.id = result.id
       AND jobs.attempt = result.attempt
       AND jobs.locked_by = %(worker)s
-    RETURNING jobs.id, jobs.attempt, jobs.started_at, jobs.state, result.outcome, result.error,
-              result.traceback, result.duration, result.trace_id
+    RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.attempt, jobs.started_at, jobs.state,
+              result.outcome, result.error, result.traceback, result.duration, result.trace_id,
+              greatest(extract(epoch FROM jobs.started_at - locked.visible_at)::float8, 0)
+                  AS wait
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               traceback, duration, trace_id)
@@ -167,17 +176,48 @@ WITH result AS (
            CASE WHEN outcome = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
            error, traceback, make_interval(secs => duration), trace_id
     FROM finished
+), counted AS (
+    INSERT INTO job_stats_minute AS stats (queue, minute, tenant_id, succeeded, failed, dead,
+                                           runtime_sum, runtime_max, wait_sum, wait_max)
+    SELECT queue, date_trunc('minute', now()), tenant_id,
+           count(*) FILTER (WHERE state = 'succeeded'),
+           count(*) FILTER (WHERE state = 'available'),
+           count(*) FILTER (WHERE state = 'dead'),
+           sum(duration), max(duration), sum(wait), max(wait)
+    FROM finished
+    GROUP BY queue, tenant_id
+    ORDER BY queue, tenant_id
+    ON CONFLICT (queue, minute, tenant_id) DO UPDATE
+    SET succeeded = stats.succeeded + excluded.succeeded,
+        failed = stats.failed + excluded.failed,
+        dead = stats.dead + excluded.dead,
+        runtime_sum = stats.runtime_sum + excluded.runtime_sum,
+        runtime_max = greatest(stats.runtime_max, excluded.runtime_max),
+        wait_sum = stats.wait_sum + excluded.wait_sum,
+        wait_max = greatest(stats.wait_max, excluded.wait_max)
 )
-SELECT id, attempt, state, date_trunc('minute', now()) FROM finished
+SELECT id, attempt, state, 'written' FROM finished
+UNION ALL
+SELECT result.id, result.attempt, jobs.state,
+       CASE WHEN earlier.outcome IN ('succeeded', 'failed') THEN 'written_before' ELSE 'lost' END
+FROM result
+LEFT JOIN jobs ON jobs.id = result.id
+LEFT JOIN job_attempts AS earlier
+       ON earlier.job_id = result.id AND earlier.attempt = result.attempt
+      AND earlier.worker = %(worker)s
+WHERE (result.id, result.attempt) NOT IN (SELECT id, attempt FROM finished)
 
 -- name: job_release
--- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'.
--- Rows are found and fenced as in job_finish.
+-- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'
+-- (an attempt row, and a count in job_stats_minute). Rows are locked and fenced as in
+-- job_finish; returns the jobs given back.
 WITH handed_back AS (
     SELECT *
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(started)s::bool[],
                 %(durations)s::float8[])
         AS handed_back (id, attempt, started, duration)
+), locked AS MATERIALIZED (
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
 ), released AS (
     UPDATE jobs
     SET state = 'available',
@@ -189,13 +229,13 @@ WITH handed_back AS (
                             ELSE jobs.max_attempts END,
         locked_by = NULL,
         lease_expires_at = NULL
-    FROM handed_back
-    WHERE jobs.id = ANY (%(ids)s::bigint[])
+    FROM handed_back, locked
+    WHERE jobs.id = locked.id
       AND jobs.id = handed_back.id
       AND jobs.attempt = handed_back.attempt
       AND jobs.locked_by = %(worker)s
-    RETURNING jobs.id, jobs.queue, jobs.attempt, jobs.started_at, handed_back.started,
-              handed_back.duration
+    RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.attempt, jobs.started_at,
+              handed_back.started, handed_back.duration
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               duration)
@@ -203,25 +243,55 @@ WITH handed_back AS (
            'released at worker shutdown before the job finished', make_interval(secs => duration)
     FROM released
     WHERE started
+), counted AS (
+    INSERT INTO job_stats_minute AS stats (queue, minute, tenant_id, released)
+    SELECT queue, date_trunc('minute', now()), tenant_id, count(*)
+    FROM released
+    WHERE started
+    GROUP BY queue, tenant_id
+    ORDER BY queue, tenant_id
+    ON CONFLICT (queue, minute, tenant_id) DO UPDATE
+    SET released = stats.released + excluded.released
 )
-SELECT released.id, released.started, date_trunc('minute', now()),
-       pg_notify('pauta_jobs', released.queue)
+SELECT released.id, released.started, pg_notify('pauta_jobs', released.queue)
 FROM released
 
 -- name: job_extend_leases
--- Extend the leases of a worker's in-flight jobs; returns the (id, attempt) pairs it still owns.
--- Rows are found and fenced as in job_finish.
-UPDATE jobs
-SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
-WHERE jobs.id = ANY (%(ids)s::bigint[])
-  AND jobs.id = held.id
-  AND jobs.attempt = held.attempt
-  AND jobs.locked_by = %(worker)s
-RETURNING jobs.id, jobs.attempt
+-- Extend the leases of a worker's in-flight jobs. Every pair comes back with its fate:
+-- 'extended'; 'done' (this worker has written its result since, or gave it back); or 'lost'
+-- (rescued, or another worker holds the job now). Rows are locked in id order as in job_finish.
+WITH held AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
+), locked AS MATERIALIZED (
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
+), extended AS (
+    UPDATE jobs
+    SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
+    FROM held, locked
+    WHERE jobs.id = locked.id
+      AND jobs.id = held.id
+      AND jobs.attempt = held.attempt
+      AND jobs.locked_by = %(worker)s
+    RETURNING jobs.id, jobs.attempt
+)
+SELECT id, attempt, 'extended' FROM extended
+UNION ALL
+SELECT held.id, held.attempt,
+       CASE WHEN rescued.job_id IS NOT NULL
+                 OR jobs.attempt > held.attempt
+                 OR (jobs.attempt = held.attempt AND jobs.locked_by <> %(worker)s)
+            THEN 'lost' ELSE 'done' END
+FROM held
+LEFT JOIN jobs ON jobs.id = held.id
+LEFT JOIN job_attempts AS rescued
+       ON rescued.job_id = held.id AND rescued.attempt = held.attempt
+      AND rescued.outcome = 'lease_expired'
+WHERE (held.id, held.attempt) NOT IN (SELECT id, attempt FROM extended)
 
 -- name: job_rescue_expired
--- Return running jobs whose lease has expired to 'available' (or 'dead' when out of attempts).
+-- Return running jobs whose lease has expired to 'available' (or 'dead' when out of attempts),
+-- with an attempt row and a count in job_stats_minute each. Any number of processes may run it
+-- at once: SKIP LOCKED gives each expired row to one of them.
 WITH expired AS MATERIALIZED (
     SELECT id, attempt, locked_by, started_at, lease_expires_at
     FROM jobs
@@ -235,7 +305,7 @@ WITH expired AS MATERIALIZED (
         available_at = now(),
         finished_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN now() END,
         last_error = 'LeaseExpired: worker ' || expired.locked_by
-                     || ' stopped renewing its lease (crashed, killed or cut off)',
+                     || ' stopped renewing its lease (crashed, killed, frozen or cut off)',
         locked_by = NULL,
         lease_expires_at = NULL
     FROM expired
@@ -248,19 +318,34 @@ WITH expired AS MATERIALIZED (
     SELECT id, attempt, locked_by, started_at, now(), 'lease_expired', last_error,
            lease_expires_at - started_at
     FROM rescued
+), counted AS (
+    INSERT INTO job_stats_minute AS stats (queue, minute, tenant_id, failed, dead)
+    SELECT queue, date_trunc('minute', now()), tenant_id,
+           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'dead')
+    FROM rescued
+    GROUP BY queue, tenant_id
+    ORDER BY queue, tenant_id
+    ON CONFLICT (queue, minute, tenant_id) DO UPDATE
+    SET failed = stats.failed + excluded.failed,
+        dead = stats.dead + excluded.dead
 )
-SELECT id, queue, tenant_id, state, date_trunc('minute', now()), pg_notify('pauta_jobs', queue)
-FROM rescued
+SELECT id, queue, state, locked_by, pg_notify('pauta_jobs', queue) FROM rescued
 
 -- name: job_prune
--- Delete one batch of finished jobs older than their retention age (attempts go by cascade).
-WITH doomed AS (
+-- Delete one batch of finished jobs older than their retention age (attempts go by cascade);
+-- a leader's write, fenced by its term (see leader_elect).
+WITH leader AS MATERIALIZED (
+    SELECT term FROM leaders
+    WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+    FOR SHARE
+), doomed AS (
     SELECT id
     FROM jobs
-    WHERE (state IN ('succeeded', 'cancelled')
-           AND finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8))
-       OR (state = 'dead'
-           AND finished_at < now() - make_interval(secs => %(keep_dead_seconds)s::float8))
+    WHERE ((state IN ('succeeded', 'cancelled')
+            AND finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8))
+        OR (state = 'dead'
+            AND finished_at < now() - make_interval(secs => %(keep_dead_seconds)s::float8)))
+      AND EXISTS (SELECT FROM leader)
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
@@ -343,29 +428,15 @@ FROM jobs
 GROUP BY 1, 2
 ORDER BY 1, 2
 
--- name: job_stats_minute_add
--- Add a worker's counted deltas to the per-minute stats, one UPSERT for every row.
-INSERT INTO job_stats_minute AS stats (queue, minute, tenant_id, succeeded, failed, dead,
-                                       released, runtime_sum, runtime_max, wait_sum, wait_max)
-SELECT *
-FROM unnest(%(queues)s::text[], %(minutes)s::timestamptz[], %(tenant_ids)s::bigint[],
-            %(succeeded)s::int[], %(failed)s::int[], %(dead)s::int[], %(released)s::int[],
-            %(runtime_sums)s::float8[], %(runtime_maxes)s::float8[], %(wait_sums)s::float8[],
-            %(wait_maxes)s::float8[])
-ON CONFLICT (queue, minute, tenant_id) DO UPDATE
-SET succeeded = stats.succeeded + excluded.succeeded,
-    failed = stats.failed + excluded.failed,
-    dead = stats.dead + excluded.dead,
-    released = stats.released + excluded.released,
-    runtime_sum = stats.runtime_sum + excluded.runtime_sum,
-    runtime_max = greatest(stats.runtime_max, excluded.runtime_max),
-    wait_sum = stats.wait_sum + excluded.wait_sum,
-    wait_max = greatest(stats.wait_max, excluded.wait_max)
-
 -- name: queue_depth_sample
--- Record every queue's depth per tenant for this minute. Each arm of the UNION reads one state
--- through that state's partial index, so finished jobs are never read.
-WITH live AS (
+-- Record every queue's depth per tenant for this minute; a leader's write, fenced by its term.
+-- Each arm of the UNION reads one state through that state's partial index, so finished jobs
+-- are never read, and all three are read in the statement's one snapshot.
+WITH leader AS MATERIALIZED (
+    SELECT term FROM leaders
+    WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+    FOR SHARE
+), live AS (
     SELECT queue, tenant_id, state, available_at FROM jobs WHERE state = 'available'
     UNION ALL
     SELECT queue, tenant_id, state, NULL FROM jobs WHERE state = 'running'
@@ -382,7 +453,9 @@ SELECT queue, date_trunc('minute', now()), tenant_id,
        extract(epoch FROM now() - min(available_at)
                              FILTER (WHERE state = 'available' AND available_at <= now()))
 FROM live
+WHERE EXISTS (SELECT FROM leader)
 GROUP BY queue, tenant_id
+ORDER BY queue, tenant_id
 ON CONFLICT (queue, minute, tenant_id) DO UPDATE
 SET available = excluded.available,
     scheduled = excluded.scheduled,
@@ -416,17 +489,25 @@ FROM queues LEFT JOIN counted ON counted.queue = queues.name
 ORDER BY queues.name
 
 -- name: stats_prune
--- Delete per-minute stats and depth samples older than their retention age.
-WITH old_stats AS (
+-- Delete per-minute stats, depth samples and stopped worker rows older than their retention
+-- age; a leader's write, fenced by its term.
+WITH leader AS MATERIALIZED (
+    SELECT term FROM leaders
+    WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+    FOR SHARE
+), old_stats AS (
     DELETE FROM job_stats_minute
     WHERE minute < now() - make_interval(secs => %(keep_seconds)s::float8)
+      AND EXISTS (SELECT FROM leader)
 ), old_depth AS (
     DELETE FROM queue_depth_minute
     WHERE minute < now() - make_interval(secs => %(keep_seconds)s::float8)
+      AND EXISTS (SELECT FROM leader)
 )
 DELETE FROM workers
 WHERE state IN ('stopped', 'lost')
   AND last_heartbeat_at < now() - make_interval(secs => %(keep_seconds)s::float8)
+  AND EXISTS (SELECT FROM leader)
 
 -- name: worker_register
 -- Register a supervisor or a queue child; returns its id.
@@ -468,9 +549,42 @@ WHERE state IN ('running', 'draining')
   AND last_heartbeat_at < now() - make_interval(secs => %(lost_after_seconds)s::float8)
 RETURNING id, name
 
--- name: leader_try_acquire
--- Try to become the one maintenance leader (session advisory lock; freed if the session dies).
-SELECT pg_try_advisory_lock(%(key)s::bigint)
+-- name: leader_elect
+-- Become the leader of a duty when nobody holds it or its lease has expired (a new term), or
+-- renew this holder's own unexpired lease (the same term). Returns the term held, or nothing.
+INSERT INTO leaders AS leader (name, holder, term, elected_at, renewed_at, expires_at)
+VALUES (%(name)s, %(holder)s, 1, now(), now(),
+        now() + make_interval(secs => %(ttl_seconds)s::float8))
+ON CONFLICT (name) DO UPDATE
+SET term = CASE WHEN leader.holder = excluded.holder AND leader.expires_at > now()
+                THEN leader.term ELSE leader.term + 1 END,
+    elected_at = CASE WHEN leader.holder = excluded.holder AND leader.expires_at > now()
+                      THEN leader.elected_at ELSE now() END,
+    holder = excluded.holder,
+    renewed_at = now(),
+    expires_at = excluded.expires_at
+WHERE leader.expires_at <= now() OR leader.holder = excluded.holder
+RETURNING term
+
+-- name: leader_renew
+-- Extend the lease of the term this holder believes it holds; nothing comes back when that term
+-- is over (expired, or taken over), and the holder must step down.
+UPDATE leaders
+SET renewed_at = now(), expires_at = now() + make_interval(secs => %(ttl_seconds)s::float8)
+WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+RETURNING term
+
+-- name: leader_resign
+-- Give up a term at shutdown, so that another process may lead at once.
+UPDATE leaders
+SET expires_at = now()
+WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+
+-- name: leader_current
+-- Who leads a duty, in which term, and until when (database time).
+SELECT holder, term, elected_at, renewed_at, expires_at, expires_at > now() AS live
+FROM leaders
+WHERE name = %(name)s
 
 -- =============================================================================================
 -- Console: inspection
@@ -827,7 +941,14 @@ SELECT id, tenant_id, queue, pg_notify('pauta_jobs', queue) FROM requeued
 -- name: job_discard
 -- Discard dead jobs: they become cancelled (finished now), leave the failures list and are
 -- pruned with cancelled jobs; row, error and attempts stay until then, and requeue still works.
+-- Rows are locked in id order, as every multi-row write of jobs does.
+WITH locked AS MATERIALIZED (
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state = 'dead'
+    ORDER BY id
+    FOR UPDATE
+)
 UPDATE jobs
 SET state = 'cancelled', finished_at = now()
-WHERE id = ANY (%(ids)s::bigint[]) AND state = 'dead'
-RETURNING id, tenant_id, queue
+FROM locked
+WHERE jobs.id = locked.id AND jobs.state = 'dead'
+RETURNING jobs.id, jobs.tenant_id, jobs.queue

@@ -4,14 +4,16 @@ Parts, each a thread with its own database connection:
 
 - a **consumer** per queue: its fetch loop claims batches for free slots (threads + prefetch)
   and hands jobs to the queue's pool of worker threads;
-- the **completer** writes attempt results in batches, one fenced statement per batch;
-- the **heartbeat** extends the leases of every job this process holds, in one statement,
-  records the process's own heartbeat in ``workers`` (and learns whether a drain was asked),
-  and flushes the per-minute stats;
+- the **completer** writes attempt results in batches, one fenced statement per batch that
+  also counts them in the per-minute stats; a batch the database refuses for a reason other
+  than the connection is written row by row, so one bad row cannot lose the others;
+- the **heartbeat** extends the leases of every job this process holds, in one statement, and
+  records the process's own heartbeat in ``workers`` (and learns whether a drain was asked);
+  a beat that fails is retried at once, with backoff, well before the leases are at risk;
 - the **listener** LISTENs for new-job notifications and claims for that queue at once, on
   its own connection;
-- with ``maintenance`` on (a single-process worker), the leader duties of
-  :mod:`jobqueue.maintenance`; under the supervisor, the supervisor does them.
+- with ``maintenance`` on (a single-process worker), the rescuer and the bid for the leader's
+  duties of :mod:`jobqueue.maintenance`; under the supervisor, the supervisor runs them.
 
 Shutdown (:meth:`Runner.stop`): stop claiming, give back jobs fetched but not started, let
 running jobs finish within the grace period, release what is still running at the deadline,
@@ -28,6 +30,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -40,8 +44,8 @@ from jobqueue.execution import run_job
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
 from jobqueue.settings import WorkerSettings
-from jobqueue.stats import StatsRecorder
-from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity
+from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity, Written
+from jobqueue.text import TextLimits
 
 NOTIFY_CHANNEL = "pauta_jobs"
 RESULT_BATCH = 1000
@@ -148,6 +152,7 @@ class Consumer:
         runner = self.runner
         jobs: list[ClaimedJob] = []
         started = time.perf_counter()
+        lease_from = time.monotonic()  # the lease runs from no later than this
         try:
             jobs = (
                 run(
@@ -162,7 +167,7 @@ class Consumer:
                 self._outstanding -= free - len(jobs)
         self.prefetch.observe_claim(time.perf_counter() - started)
         if jobs:
-            runner.hold(jobs)
+            runner.hold(jobs, lease_from)
             for job in jobs:
                 self._buffer.put(job)
         return len(jobs) == free
@@ -172,9 +177,24 @@ class Consumer:
     def _work_loop(self) -> None:
         runner = self.runner
         while (job := self._buffer.get()) is not None:
+            if not runner.lease_may_hold(job):
+                # This process stalled (frozen, paused) past the job's lease while the job
+                # waited in the buffer: it has been or will be rescued, so it must not start.
+                log.warning(
+                    "job %d attempt %d not started: its lease may have expired while this "
+                    "process was stalled",
+                    job.id,
+                    job.attempt,
+                )
+                runner.forget_job(job)
+                with self._lock:
+                    self._outstanding -= 1
+                continue
             with self._lock:
                 self._running[job.id, job.attempt] = (job, time.monotonic())
-            result = run_job(job, runner.tasks, runner.worker_id, runner.task_connection)
+            result = run_job(
+                job, runner.tasks, runner.worker_id, runner.task_connection, runner.text_limits
+            )
             self.prefetch.observe_runtime(result.duration)
             with self._lock:
                 self._running.pop((job.id, job.attempt), None)
@@ -244,10 +264,11 @@ class Runner:
         self.hurry = threading.Event()  # fast stop: the grace period ends now
         self.drain_requested = threading.Event()  # someone asked, through the workers table
         self.crashed = threading.Event()  # a part died of a bug: the process must not go on
-        self.stats = StatsRecorder()
+        self.text_limits = TextLimits(settings.error_max_bytes, settings.traceback_max_bytes)
         self._results: SimpleQueue[AttemptResult | None] = SimpleQueue()
-        # (job id, attempt) claimed and not yet written back: what the heartbeat renews
-        self._held: set[tuple[int, int]] = set()
+        # (job id, attempt) claimed and not yet written back, which the heartbeat renews, with
+        # the monotonic time from which its lease last ran (its claim or its last renewal)
+        self._held: dict[tuple[int, int], float] = {}
         self._held_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
@@ -311,7 +332,7 @@ class Runner:
             self.hurry.set()  # the database is unreachable: stop retrying; leases will expire
             self._completer.join()
         self.closing.set()
-        self._heartbeat.join()  # flushes the last stats
+        self._heartbeat.join()
         self._set_state("stopped")
         if self._pool is not None:
             self._pool.close()
@@ -345,9 +366,21 @@ class Runner:
 
     # -- bookkeeping shared by the parts -------------------------------------------------------
 
-    def hold(self, jobs: list[ClaimedJob]) -> None:
+    def hold(self, jobs: list[ClaimedJob], lease_from: float) -> None:
         with self._held_lock:
-            self._held.update((job.id, job.attempt) for job in jobs)
+            self._held.update(((job.id, job.attempt), lease_from) for job in jobs)
+
+    def lease_may_hold(self, job: ClaimedJob) -> bool:
+        """False when the job's lease has run out by this process's clock (monotonic, which
+        goes on while the process is stopped) since its claim or last renewal."""
+        with self._held_lock:
+            lease_from = self._held.get((job.id, job.attempt))
+        if lease_from is None:  # the heartbeat learnt it was lost
+            return False
+        return time.monotonic() - lease_from < self.settings.lease_seconds
+
+    def forget_job(self, job: ClaimedJob) -> None:
+        self._forget([(job.id, job.attempt)])
 
     def submit(self, result: AttemptResult) -> None:
         self._results.put(result)
@@ -374,23 +407,18 @@ class Runner:
             return
         link = self._link("release")
         rows = [(job.id, job.attempt, started, ran) for job, started, ran in jobs]
-        answer = link.call(lambda store: store.release(rows, self.worker_id), tries=5)
+        released = link.call(lambda store: store.release(rows, self.worker_id), tries=5)
         link.close()
         self._forget((job.id, job.attempt) for job, _, _ in jobs)
-        if answer is None:
+        if released is None:
             log.error("could not release %d jobs; their leases will expire", len(jobs))
             return
-        released, minute = answer
-        by_id = {job.id: job for job, _, _ in jobs}
-        for job_id in released:
-            job = by_id[job_id]
-            assert minute is not None  # noqa: S101 - rows came back, so did their minute
-            self.stats.released((job.queue, minute, job.tenant_id))
         log.info("gave back %d jobs (%d had started)", len(jobs), len(released))
 
     def _forget(self, attempts: Iterable[tuple[int, int]]) -> None:
         with self._held_lock:
-            self._held.difference_update(attempts)
+            for attempt in attempts:
+                self._held.pop(attempt, None)
 
     # -- completer -----------------------------------------------------------------------------
 
@@ -415,16 +443,26 @@ class Runner:
         link.close()
 
     def _write_results(self, link: Link, batch: list[AttemptResult]) -> None:
-        answer = link.call(lambda store: store.finish(batch, self.worker_id))
-        if answer is None:
+        try:
+            written = link.call(lambda store: store.finish(batch, self.worker_id))
+        except Exception as error:  # the database refused a row, not the connection
+            log.error(
+                "could not write %d results together (%s: %s); writing them one by one",
+                len(batch),
+                type(error).__name__,
+                str(error).strip().splitlines()[0] if str(error).strip() else "",
+            )
+            written = self._write_one_by_one(link, batch)
+        if written is None:
             log.error("could not write %d results before the deadline", len(batch))
             return
-        written, minute = answer
         self._forget((result.job_id, result.attempt) for result in batch)
         instruments = telemetry.job_metrics()
         for result in batch:
-            state = written.get((result.job_id, result.attempt))
-            if state is None:
+            fate = written.get((result.job_id, result.attempt))
+            if fate is None:  # refused even alone: its lease will expire and it will run again
+                continue
+            if fate.how == "lost":
                 log.warning(
                     "lost job %d attempt %d: its lease was taken over; result discarded",
                     result.job_id,
@@ -432,10 +470,14 @@ class Runner:
                     extra=_job_fields(result, "lost", self.worker_id),
                 )
                 continue
-            assert minute is not None  # noqa: S101 - rows came back, so did their minute
-            key = (result.job.queue, minute, result.job.tenant_id)
-            self.stats.finished(key, state, result.duration, result.wait)
-            outcome = "retry" if state == "available" else state
+            if fate.how == "written_before":
+                log.info(
+                    "job %d attempt %d: its result had been written before the connection broke",
+                    result.job_id,
+                    result.attempt,
+                )
+                continue
+            outcome = "retry" if fate.state == "available" else str(fate.state)
             if instruments is not None:
                 job = result.job
                 instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
@@ -455,33 +497,60 @@ class Runner:
                     extra=_job_fields(result, outcome, self.worker_id),
                 )
 
+    def _write_one_by_one(
+        self, link: Link, batch: list[AttemptResult]
+    ) -> dict[tuple[int, int], Written] | None:
+        """Write each result alone; one the database still refuses is written once more
+        without its error text, and if that fails too it is left to expire and run again."""
+        written: dict[tuple[int, int], Written] = {}
+        for result in batch:
+            for attempt in (result, _without_text(result)):
+                try:
+                    write = partial(JobStore.finish, results=[attempt], worker=self.worker_id)
+                    answer = link.call(write)
+                except Exception as error:
+                    log.error(
+                        "could not write the result of job %d attempt %d (%s)",
+                        result.job_id,
+                        result.attempt,
+                        type(error).__name__,
+                    )
+                    continue
+                if answer is None:
+                    return None  # stopping, and the database is unreachable
+                written.update(answer)
+                break
+        return written
+
     # -- heartbeat -----------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        """Renew leases and this worker's row every heartbeat; flush stats more often. Runs until
-        the very end of a drain, so in-flight jobs keep their leases."""
+        """Renew leases and this worker's row every heartbeat, until the very end of a drain,
+        so in-flight jobs keep their leases. A beat that fails (the connection broke, or the
+        server rolled it back) is retried within ``Link.call``, with backoff capped at a
+        quarter of the heartbeat, so a lease is renewed well before it can expire."""
         settings = self.settings
-        link = Link(settings.database_url, "heartbeat", self.closing)
-        next_beat = next_flush = time.monotonic()
-        while True:
-            closing = self.closing.wait(max(0.0, min(next_beat, next_flush) - time.monotonic()))
-            now = time.monotonic()
-            if closing or now >= next_flush:
-                link.call(self._flush_stats, tries=1)
-                next_flush = now + settings.stats_flush_seconds
-            if closing:
-                break
-            if now >= next_beat:
-                link.call(self._beat, tries=1)
-                next_beat = now + settings.heartbeat_seconds
+        link = Link(
+            settings.database_url,
+            "heartbeat",
+            self.closing,
+            max_delay=settings.heartbeat_seconds / 4,
+        )
+        while not self.closing.wait(settings.heartbeat_seconds):
+            link.call(self._beat)
         link.close()
 
     def _beat(self, store: JobStore) -> None:
         with self._held_lock:
-            held = list(self._held)
+            held = sorted(self._held)
         if held:
-            owned = store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
-            lost = set(held) - owned
+            renewed_from = time.monotonic()
+            fates = store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
+            with self._held_lock:
+                for pair, fate in fates.items():
+                    if fate == "extended" and pair in self._held:
+                        self._held[pair] = renewed_from
+            lost = [pair for pair, fate in fates.items() if fate == "lost"]
             for job_id, attempt in lost:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
             self._forget(lost)  # its result, if it comes, will be fenced out
@@ -490,14 +559,6 @@ class Runner:
             if not self.drain_requested.is_set():
                 log.info("worker %s: drain requested through the console", self.worker_id)
             self.drain_requested.set()
-
-    def _flush_stats(self, store: JobStore) -> None:
-        counted = self.stats.take()
-        try:
-            store.add_stats(counted)
-        except psycopg.Error:
-            self.stats.give_back(counted)
-            raise
 
     # -- listener ------------------------------------------------------------------------------
 
@@ -525,6 +586,12 @@ class Runner:
 
 
 job_log = logging.getLogger("jobqueue.jobs")
+
+
+def _without_text(result: AttemptResult) -> AttemptResult:
+    """The result with its error text replaced by a note that it could not be stored."""
+    note = "the attempt's error could not be stored; see the worker's log"
+    return replace(result, error=note if result.error is not None else None, traceback=None)
 
 
 def _job_fields(result: AttemptResult, outcome: str, worker: str) -> dict[str, Any]:

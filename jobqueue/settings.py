@@ -10,6 +10,7 @@ from typing import Any
 
 from jobqueue.enqueue import QUEUE_NAME
 from jobqueue.errors import ConfigurationError
+from jobqueue.text import DEFAULT_ERROR_MAX_BYTES, DEFAULT_TRACEBACK_MAX_BYTES, MINIMUM_MAX_BYTES
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_HEARTBEAT_SECONDS = 10.0
@@ -21,7 +22,7 @@ DEFAULT_PRUNE_SECONDS = 300.0
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
 DEFAULT_KEEP_STATS_SECONDS = 30 * 24 * 3600.0
-DEFAULT_STATS_FLUSH_SECONDS = 5.0
+DEFAULT_LEADER_LEASE_SECONDS = 30.0
 DEFAULT_DEPTH_SAMPLE_SECONDS = 60.0
 DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
@@ -49,14 +50,16 @@ class WorkerSettings:
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
     keep_stats_seconds: float = DEFAULT_KEEP_STATS_SECONDS
-    stats_flush_seconds: float = DEFAULT_STATS_FLUSH_SECONDS
+    leader_lease_seconds: float = DEFAULT_LEADER_LEASE_SECONDS
+    error_max_bytes: int = DEFAULT_ERROR_MAX_BYTES
+    traceback_max_bytes: int = DEFAULT_TRACEBACK_MAX_BYTES
     depth_sample_seconds: float = DEFAULT_DEPTH_SAMPLE_SECONDS
     lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
     connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS
     restart_backoff_max_seconds: float = DEFAULT_RESTART_BACKOFF_MAX_SECONDS
     log_level: str = "INFO"
     log_format: str = "text"
-    maintenance: bool = True  # take part in the leader election for the maintenance duties
+    maintenance: bool = True  # run a maintainer: rescue, and a bid for the leader's duties
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -81,11 +84,28 @@ class WorkerSettings:
                 raise SettingsError(f"{spec.name} must be more than 0, not {value:g}")
             if spec.type in (float, int) and value < 0:
                 raise SettingsError(f"{spec.name} must be 0 or more, not {value:g}")
+            if spec.type is float and not value <= MAX_SECONDS:
+                raise SettingsError(
+                    f"{spec.name} must be at most {MAX_SECONDS:g} seconds (ten years), "
+                    f"not {value:g}"
+                )
+            if spec.type is int and value > MAX_COUNT:
+                raise SettingsError(f"{spec.name} must be at most {MAX_COUNT:,}, not {value:,}")
         if self.heartbeat_seconds * 2 > self.lease_seconds:
             raise SettingsError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be at most half of "
                 f"lease_seconds ({self.lease_seconds:g}) so a lease is renewed before it expires"
             )
+        if self.leader_lease_seconds < self.sweep_seconds * 2:
+            raise SettingsError(
+                f"leader_lease_seconds ({self.leader_lease_seconds:g}) must be at least twice "
+                f"sweep_seconds ({self.sweep_seconds:g}) so the leader renews it in time"
+            )
+        for name in ("error_max_bytes", "traceback_max_bytes"):
+            if getattr(self, name) < MINIMUM_MAX_BYTES:
+                raise SettingsError(
+                    f"{name} must be at least {MINIMUM_MAX_BYTES}, not {getattr(self, name)}"
+                )
         if self.lost_after_seconds < self.heartbeat_seconds * 2:
             raise SettingsError(
                 f"lost_after_seconds ({self.lost_after_seconds:g}) must be at least twice "
@@ -106,6 +126,8 @@ class WorkerSettings:
 
 
 ZERO_ALLOWED = frozenset({"grace_seconds", "connect_wait_seconds"})
+MAX_SECONDS = 10 * 365 * 24 * 3600.0  # every duration setting; also refuses inf and nan
+MAX_COUNT = 10 * 1024 * 1024  # every whole-number setting (prefetch, byte caps)
 
 # Command-line spellings; every other setting is --name-with-dashes.
 SHORT_FLAGS = {

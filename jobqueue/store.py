@@ -16,10 +16,10 @@ from psycopg.rows import dict_row
 
 from jobqueue.errors import OperationRefused
 from jobqueue.queries import all_queries
-from jobqueue.stats import Counters, StatsKey
 
-PLANNED_PER_BATCH = frozenset({"job_finish", "job_release", "job_extend_leases"})
-LEADER_LOCK_KEY = 0x7061_7574_6100  # "pauta" in ASCII: the maintenance leader's advisory lock
+PLANNED_PER_BATCH = frozenset(
+    {"job_finish", "job_release", "job_extend_leases", "job_discard", "job_requeue_many"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +41,28 @@ class ClaimedJob:
 class RescuedJob:
     id: int
     queue: str
-    tenant_id: int
     state: str  # 'available' (a retry) or 'dead' (out of attempts)
-    minute: datetime
+    worker: str  # whose lease expired
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What became of one attempt result that ``JobStore.finish`` was given."""
+
+    state: str | None  # the job's state now (None if the job no longer exists)
+    how: str  # 'written' now, 'written_before' (an earlier try committed), or 'lost'
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A leadership term: which duty, who holds it, and its number (see ``leader_elect``)."""
+
+    name: str
+    holder: str
+    number: int
+
+    def params(self) -> dict[str, Any]:
+        return {"name": self.name, "holder": self.holder, "term": self.number}
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +186,9 @@ class JobStore:
 
     def finish(
         self, results: Sequence[AttemptResult], worker: str
-    ) -> tuple[dict[tuple[int, int], str], datetime | None]:
-        """Write attempt results; returns ({(job id, attempt): new state}, the minute it
-        happened) for the results that still held their lease. A missing pair means the job was
-        taken over and this result was discarded."""
+    ) -> dict[tuple[int, int], Written]:
+        """Write attempt results and count them in the per-minute stats, in one statement;
+        returns what became of each, by (job id, attempt)."""
         params = {
             "ids": [r.job_id for r in results],
             "attempts": [r.attempt for r in results],
@@ -182,15 +200,14 @@ class JobStore:
             "trace_ids": [r.trace_id for r in results],
             "worker": worker,
         }
-        rows = self._execute("job_finish", params).fetchall()
-        minute = rows[0][3] if rows else None
-        return {(int(job_id), attempt): state for job_id, attempt, state, _ in rows}, minute
+        return {
+            (int(job_id), attempt): Written(state, how)
+            for job_id, attempt, state, how in self._execute("job_finish", params)
+        }
 
-    def release(
-        self, jobs: Sequence[tuple[int, int, bool, float]], worker: str
-    ) -> tuple[list[int], datetime | None]:
+    def release(self, jobs: Sequence[tuple[int, int, bool, float]], worker: str) -> list[int]:
         """Give back (id, attempt, started, seconds run) jobs at shutdown; returns the ids of the
-        started jobs given back, and the minute it happened."""
+        jobs given back that had started."""
         params = {
             "ids": [job[0] for job in jobs],
             "attempts": [job[1] for job in jobs],
@@ -199,12 +216,13 @@ class JobStore:
             "worker": worker,
         }
         rows = self._execute("job_release", params).fetchall()
-        return [int(row[0]) for row in rows if row[1]], (rows[0][2] if rows else None)
+        return [int(row[0]) for row in rows if row[1]]
 
     def extend_leases(
         self, held: Sequence[tuple[int, int]], worker: str, lease_seconds: float
-    ) -> set[tuple[int, int]]:
-        """Extend the leases of (id, attempt) pairs; returns the pairs this worker still owns."""
+    ) -> dict[tuple[int, int], str]:
+        """Extend the leases of (id, attempt) pairs; returns each pair's fate: 'extended',
+        'done' (its result was written, or it was given back) or 'lost' (taken over)."""
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],
@@ -212,50 +230,54 @@ class JobStore:
             "lease_seconds": lease_seconds,
         }
         return {
-            (int(job_id), attempt) for job_id, attempt in self._execute("job_extend_leases", params)
+            (int(job_id), attempt): fate
+            for job_id, attempt, fate in self._execute("job_extend_leases", params)
         }
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def rescue_expired(self, limit: int = 1000) -> list[RescuedJob]:
-        """Sweep expired leases; returns the rescued jobs with their new state."""
+        """Sweep expired leases (and count them in the stats); returns the rescued jobs."""
         rows = self._execute("job_rescue_expired", {"limit": limit})
-        return [RescuedJob(int(row[0]), row[1], int(row[2]), row[3], row[4]) for row in rows]
+        return [RescuedJob(int(row[0]), row[1], row[2], row[3]) for row in rows]
 
-    def prune(self, keep_succeeded_seconds: float, keep_dead_seconds: float, limit: int) -> int:
+    def elect(self, name: str, holder: str, ttl_seconds: float) -> Term | None:
+        """Win or keep the leadership of duty ``name``; None while another holder's term lasts."""
+        params = {"name": name, "holder": holder, "ttl_seconds": ttl_seconds}
+        row = self._execute("leader_elect", params).fetchone()
+        return None if row is None else Term(name, holder, int(row[0]))
+
+    def renew(self, term: Term, ttl_seconds: float) -> bool:
+        """Extend ``term``'s lease; False when the term is over and its holder must step down."""
+        params = {**term.params(), "ttl_seconds": ttl_seconds}
+        return self._execute("leader_renew", params).fetchone() is not None
+
+    def resign(self, term: Term) -> bool:
+        """Give up ``term`` now; False when it was already over."""
+        return self._execute("leader_resign", term.params()).rowcount == 1
+
+    def leader(self, name: str) -> dict[str, Any] | None:
+        """Who leads duty ``name``, in which term, until when; None if nobody ever did."""
+        with self.connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(self._queries["leader_current"].sql, {"name": name})
+            return cursor.fetchone()
+
+    def prune(
+        self, term: Term, keep_succeeded_seconds: float, keep_dead_seconds: float, limit: int
+    ) -> int:
+        """Delete a batch of old finished jobs, fenced by the leader's ``term``."""
         params = {
+            **term.params(),
             "keep_succeeded_seconds": keep_succeeded_seconds,
             "keep_dead_seconds": keep_dead_seconds,
             "limit": limit,
         }
         return self._execute("job_prune", params).rowcount
 
-    def add_stats(self, counted: dict[StatsKey, Counters]) -> None:
-        """Add counted deltas to job_stats_minute (one UPSERT for all rows)."""
-        if not counted:
-            return
-        keys = list(counted)
-        values = [counted[key] for key in keys]
-        self._execute(
-            "job_stats_minute_add",
-            {
-                "queues": [key[0] for key in keys],
-                "minutes": [key[1] for key in keys],
-                "tenant_ids": [key[2] for key in keys],
-                "succeeded": [c.succeeded for c in values],
-                "failed": [c.failed for c in values],
-                "dead": [c.dead for c in values],
-                "released": [c.released for c in values],
-                "runtime_sums": [c.runtime_sum for c in values],
-                "runtime_maxes": [c.runtime_max for c in values],
-                "wait_sums": [c.wait_sum for c in values],
-                "wait_maxes": [c.wait_max for c in values],
-            },
-        )
-
-    def sample_depth(self) -> int:
-        """Write this minute's depth sample of every queue and tenant; returns the rows written."""
-        return self._execute("queue_depth_sample", {}).rowcount
+    def sample_depth(self, term: Term) -> int:
+        """Write this minute's depth sample of every queue and tenant, fenced by the leader's
+        ``term``; returns the rows written."""
+        return self._execute("queue_depth_sample", term.params()).rowcount
 
     def queue_depth(self) -> list[tuple[str, str, float]]:
         """Every known queue's depth now, as (queue, measure, value) with measure available,
@@ -267,9 +289,10 @@ class JobStore:
             for measure, value in zip(measures, row[1:], strict=True)
         ]
 
-    def prune_stats(self, keep_seconds: float) -> None:
-        """Delete stats, depth samples and stopped worker rows past their retention age."""
-        self._execute("stats_prune", {"keep_seconds": keep_seconds})
+    def prune_stats(self, term: Term, keep_seconds: float) -> None:
+        """Delete stats, depth samples and stopped worker rows past their retention age, fenced
+        by the leader's ``term``."""
+        self._execute("stats_prune", {**term.params(), "keep_seconds": keep_seconds})
 
     # -- the worker registry -------------------------------------------------------------------
 
@@ -305,10 +328,6 @@ class JobStore:
         """Mark workers silent for longer than ``lost_after_seconds`` lost; returns their names."""
         params = {"lost_after_seconds": lost_after_seconds}
         return [row[1] for row in self._execute("worker_mark_lost", params)]
-
-    def try_become_leader(self) -> bool:
-        row = self._execute("leader_try_acquire", {"key": LEADER_LOCK_KEY}).fetchone()
-        return bool(row and row[0])
 
     # -- operations ----------------------------------------------------------------------------
 

@@ -122,7 +122,7 @@ class Supervisor:
         self._done.set()
         for thread in (self._heartbeat_thread, self._maintainer_thread):
             if thread.is_alive():
-                thread.join(10)  # the maintainer's session ends, freeing the leader lock
+                thread.join(10)  # the maintainer gives up the leadership, if it held it
         self._set_state("stopped")
         self._link.close()
         log.info("supervisor %s stopped", self.identity.name)

@@ -181,11 +181,15 @@ def consumer(job: "ClaimedJob", trace_context: Mapping[str, str] | None) -> Iter
         span.end()
 
 
-def record_failure(span: Any, error: BaseException, outcome: str) -> None:
+def record_failure(span: Any, error: BaseException, outcome: str, description: str) -> None:
+    """Mark the attempt's span failed; ``description`` is the cleaned, cut error message."""
     if span is None:
         return
-    span.record_exception(error)
-    span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    try:
+        span.record_exception(error)
+    except Exception:  # an exception whose message cannot be read: the status still says it
+        log.debug("could not record the exception on the span", exc_info=True)
+    span.set_status(Status(StatusCode.ERROR, description))
     span.set_attribute("pauta.job.outcome", outcome)
 
 

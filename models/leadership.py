@@ -14,7 +14,7 @@ class Leader(db.Model):
 
     name: Mapped[str] = mapped_column(Text, primary_key=True)  # the duty, e.g. 'maintenance'
     holder: Mapped[str] = mapped_column(Text)  # the leader's workers.name
-    term: Mapped[int] = mapped_column(BigInteger)  # grows by one at every change of holder
+    term: Mapped[int] = mapped_column(BigInteger)  # one more at each election after a lapse
     elected_at: Mapped[datetime]
     renewed_at: Mapped[datetime]
     expires_at: Mapped[datetime]  # database time; anyone may take over once it has passed

@@ -50,13 +50,24 @@ def test_enqueue_many_prints_a_count(cli: Any, conn: Conn) -> None:
         (["no_such"], "Error: unknown task 'no_such'; registered tasks are: "),
         (["noop", "--payload", "{nope"], "Error: --payload is not valid JSON: "),
         (["noop", "--payload", "[1, 2]"], "Error: --payload must be a JSON object"),
-        (["noop", "--delay", "-5"], "Error: --delay must be zero or more seconds, not -5"),
+        (["noop", "--delay", "-5"], "Error: --delay must be between 0 and 315,360,000 seconds"),
+        (["noop", "--delay", "inf"], "Error: --delay must be between 0 and 315,360,000 seconds"),
+        (["noop", "--delay", "nan"], "Error: --delay must be between 0 and 315,360,000 seconds"),
+        (["noop", "--delay", "1e20"], "Error: --delay must be between 0 and 315,360,000 seconds"),
         (["noop", "--at", "tomorrow"], "Error: --at 'tomorrow' is not an ISO 8601 time"),
         (["noop", "--at", "2030-01-01T09:00"], "Error: --at '2030-01-01T09:00' needs a UTC offset"),
+        (["noop", "--at", "9999-12-31T23:59:59-14:00"], "Error: --at must be between 1970-01-01"),
+        (["noop", "--at", "0001-01-01T00:00:00+14:00"], "Error: --at must be between 1970-01-01"),
         (["noop", "--tenant", "ghost"], "Error: unknown tenant 'ghost'"),
+        (["noop", "--tenant", "a\x00b"], "Error: --tenant must be a tenant's slug"),
         (["noop", "--queue", "Not OK"], "Error: queue name 'Not OK' is invalid"),
-        (["noop", "--count", "0"], "Error: --count must be at least 1, not 0"),
-        (["noop", "--max-attempts", "0"], "Error: max_attempts must be at least 1, not 0"),
+        (["noop", "--count", "0"], "Error: --count must be between 1 and 100,000, not 0"),
+        (["noop", "--count", "99999999999"], "Error: --count must be between 1 and 100,000"),
+        (["noop", "--max-attempts", "0"], "Error: --max-attempts must be between 1 and 1,000,000"),
+        (["noop", "--max-attempts", "99999999999"], "Error: --max-attempts must be between 1"),
+        (["noop", "--priority", "99999999999"], "Error: --priority must be a whole number"),
+        (["noop", "--payload", '{"a": "\\u0000"}'], "Error: --payload of task 'noop' holds a NUL"),
+        (["noop", "--payload", '{"a": "\\ud800"}'], "Error: --payload of task 'noop' holds a NUL"),
         (["noop", "--delay", "1", "--at", "2030-01-01T09:00+00:00"], "Error: give --delay or --at"),
     ],
 )
@@ -68,6 +79,25 @@ def test_bad_arguments_exit_non_zero_with_one_sentence_and_write_nothing(
     assert result.output.startswith(message), result.output
     assert result.output.count("\n") == 1
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["requeue", "99999999999999999999"], "is not in the range 1<=x<=9223372036854775807"),
+        (["requeue", "0"], "is not in the range 1<=x<=9223372036854775807"),
+        (["resume", "bad\x00queue"], "Error: queue name 'bad\\x00queue' is invalid"),
+        (["pause", "Bad Queue"], "Error: queue name 'Bad Queue' is invalid"),
+    ],
+)
+def test_bad_operation_arguments_exit_non_zero_with_one_sentence(
+    cli: Any, conn: Conn, args: list[str], message: str
+) -> None:
+    result = cli.invoke(args=["jobs", *args])
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert scalar(conn, "SELECT count(*) FROM queues WHERE paused") == 0
 
 
 def test_stats_as_table_and_json(cli: Any, conn: Conn) -> None:

@@ -30,15 +30,22 @@ def test_real_jitter_stays_within_bounds_and_its_average_grows() -> None:
     assert averages[-1] <= 30
 
 
-def test_huge_attempt_numbers_do_not_overflow() -> None:
-    assert RetryPolicy(cap_seconds=300).ceiling(100_000) == 300
+@pytest.mark.parametrize("factor", [2, 10, 1000])
+@pytest.mark.parametrize("attempt", [104, 310, 1025, 1_000_000])
+def test_huge_attempt_numbers_do_not_overflow(factor: float, attempt: int) -> None:
+    policy = RetryPolicy(factor=factor, cap_seconds=300, rng=lambda: 1.0)
+    assert policy.ceiling(attempt) == 300
+    assert policy.delay(attempt) == 300
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"max_attempts": 0}, "max_attempts"),
-        ({"base_seconds": -1}, "must not be negative"),
+        ({"max_attempts": 2_000_000}, "max_attempts"),
+        ({"base_seconds": -1}, "base_seconds must be between 0 and"),
+        ({"cap_seconds": float("inf")}, "cap_seconds must be between 0 and"),
+        ({"cap_seconds": float("nan")}, "cap_seconds must be between 0 and"),
         ({"factor": 0.5}, "factor"),
     ],
 )

@@ -61,6 +61,23 @@ def test_concurrent_claims_never_share_a_job(database_url: str, conn: Conn) -> N
     assert all(claimed.values()), "every claimer should have won some jobs"
 
 
+def test_a_claim_skips_a_row_locked_elsewhere_instead_of_waiting(
+    database_url: str, conn: Conn
+) -> None:
+    """Another transaction holds the oldest job: the claim takes the next one at once.
+    kills: claim-waits-instead-of-skipping"""
+    oldest, younger = enqueue(conn, "noop"), enqueue(conn, "noop")
+    with (
+        psycopg.connect(database_url) as holder,
+        psycopg.connect(database_url, autocommit=True) as claimer,
+    ):
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (oldest,))
+        claimer.execute("SET lock_timeout = '500ms'")
+        assert [job.id for job in JobStore(claimer).claim("default", 1, "w1", 30)] == [younger]
+        holder.rollback()
+    assert job_row(conn, oldest)["state"] == "available"
+
+
 def test_paused_queue_yields_nothing_until_resumed(conn: Conn) -> None:
     store = JobStore(conn)
     enqueue(conn, "noop")

@@ -129,12 +129,28 @@ def test_bulk_enqueue_answers_duplicates_with_the_existing_ids(conn: Conn) -> No
         ({"payload": {"when": datetime.now(UTC)}}, EnqueueError, "is not JSON"),
         ({"payload": {"ratio": float("nan")}}, EnqueueError, "is not JSON"),
         ({"payload": ["a", "list"]}, EnqueueError, "must be a JSON object"),
-        ({"delay": -1}, EnqueueError, "delay must be zero or more"),
+        ({"payload": {"text": "a\x00b"}}, EnqueueError, "NUL character"),
+        ({"payload": {"key\x00": 1}}, EnqueueError, "NUL character"),
+        ({"payload": {"text": "lone \ud800"}}, EnqueueError, "unpaired surrogate"),
+        ({"delay": -1}, EnqueueError, "delay must be between 0 and"),
+        ({"delay": float("inf")}, EnqueueError, "delay must be between 0 and"),
+        ({"delay": float("nan")}, EnqueueError, "delay must be between 0 and"),
+        ({"delay": 1e20}, EnqueueError, "delay must be between 0 and"),
+        ({"delay": "5"}, EnqueueError, "delay must be a number"),
         ({"delay": 1, "run_at": datetime.now(UTC)}, EnqueueError, "either delay or run_at"),
         ({"run_at": datetime(2030, 1, 1)}, EnqueueError, "timezone-aware"),
+        ({"run_at": datetime.fromisoformat("9999-12-31T23:59:59-14:00")}, EnqueueError, "run_at"),
+        ({"run_at": datetime.fromisoformat("0001-01-01T00:00:00+14:00")}, EnqueueError, "run_at"),
         ({"queue": "Bad Queue!"}, EnqueueError, "queue name"),
+        ({"queue": "mail\x00"}, EnqueueError, "queue name"),
         ({"priority": 40_000}, EnqueueError, "priority"),
+        ({"priority": True}, EnqueueError, "priority"),
         ({"max_attempts": -2}, EnqueueError, "max_attempts"),
+        ({"max_attempts": 99_999_999_999}, EnqueueError, "max_attempts"),
+        ({"tenant_id": 2**70}, EnqueueError, "tenant_id"),
+        ({"unique_key": "k\x00"}, EnqueueError, "unique_key holds a NUL"),
+        ({"unique_key": "k" * 1001}, EnqueueError, "unique_key is 1,001 bytes"),
+        ({"unique_key": "\U0001f600" * 300}, EnqueueError, "unique_key is 1,200 bytes"),
     ],
 )
 def test_bad_enqueues_are_refused_and_write_nothing(
@@ -148,7 +164,19 @@ def test_bad_enqueues_are_refused_and_write_nothing(
 def test_one_bad_request_refuses_the_whole_batch(conn: Conn) -> None:
     with pytest.raises(EnqueueError):
         enqueue_many(conn, [JobRequest("noop"), JobRequest("noop", delay=-5)])
+    with pytest.raises(EnqueueError, match="NUL character"):
+        enqueue_many(conn, [JobRequest("noop"), JobRequest("noop", {"text": "\x00"})])
+    with pytest.raises(EnqueueError, match="task is 201 characters"):
+        enqueue_many(conn, [JobRequest("t" * 201)])
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+def test_text_that_only_looks_like_a_nul_escape_is_stored_as_given(conn: Conn) -> None:
+    """A literal backslash followed by "u0000" is ordinary text; only a real NUL is refused."""
+    job_id = enqueue(conn, "noop", {"text": "\\u0000 and \U0001f600"})
+    assert scalar(conn, "SELECT payload ->> 'text' FROM jobs WHERE id = %s", job_id) == (
+        "\\u0000 and \U0001f600"
+    )
 
 
 def test_unknown_tenant_is_refused_by_the_foreign_key(conn: Conn) -> None:

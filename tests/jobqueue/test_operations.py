@@ -1,4 +1,4 @@
-"""Operator actions: requeue, cancel, run now, counts, pruning and the leader lock."""
+"""Operator actions: requeue, cancel, run now, counts and pruning."""
 
 from typing import Any
 
@@ -100,20 +100,12 @@ def test_prune_deletes_only_finished_jobs_past_their_age(conn: Conn) -> None:
         " duration) VALUES (%s, 1, 'w1', now(), now(), 'succeeded', '1s')",
         (old_done,),
     )
-    assert store.prune(keep_succeeded_seconds=86400, keep_dead_seconds=14 * 86400, limit=100) == 1
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    assert (
+        store.prune(term, keep_succeeded_seconds=86400, keep_dead_seconds=14 * 86400, limit=100)
+        == 1
+    )
     remaining = {row[0] for row in conn.execute("SELECT id FROM jobs")}
     assert remaining == {new_done, old_dead, waiting}
     assert scalar(conn, "SELECT count(*) FROM job_attempts") == 0
-
-
-def test_only_one_session_holds_the_leader_lock(database_url: str) -> None:
-    with (
-        psycopg.connect(database_url, autocommit=True) as first,
-        psycopg.connect(database_url, autocommit=True) as second,
-    ):
-        assert JobStore(first).try_become_leader() is True
-        assert JobStore(second).try_become_leader() is False
-        first.close()  # a leader steps down by ending its session
-        assert JobStore(second).try_become_leader() is True
-    with psycopg.connect(database_url, autocommit=True) as third:
-        assert JobStore(third).try_become_leader() is True  # a closed session frees the lock

@@ -1,0 +1,90 @@
+"""Link: a statement the server rolled back is retried on the same connection; a broken
+connection is reopened. Real errors from a real server, no mocks."""
+
+import logging
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobqueue.connections import Link, refused_for_good
+from jobqueue.store import JobStore
+
+RAISE = "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = %s; END $$"
+
+
+def failing_then_pid(sqlstate: str, failures: int) -> tuple[list[int], Any]:
+    """An operation that the server fails with ``sqlstate`` ``failures`` times, then returns
+    the backend's pid; the list holds the pid seen at each call."""
+    seen: list[int] = []
+
+    def operation(store: JobStore) -> int:
+        connection = store.connection
+        seen.append(connection.info.backend_pid)
+        if len(seen) <= failures:
+            connection.execute(RAISE.replace("%s", f"'{sqlstate}'"))
+        return connection.info.backend_pid
+
+    return seen, operation
+
+
+@pytest.mark.parametrize("sqlstate", ["40P01", "40001", "55P03", "57014"])
+def test_a_statement_the_server_rolled_back_is_retried_on_the_same_connection(
+    database_url: str, sqlstate: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deadlock, a serialization failure, a lock or statement timeout: the connection is fine,
+    so it is kept, and nothing says it was lost. kills: link-rollback-as-lost"""
+    link = Link(database_url, "test", threading.Event())
+    seen, operation = failing_then_pid(sqlstate, failures=2)
+    with caplog.at_level(logging.INFO, logger="jobqueue.connections"):
+        pid = link.call(operation)
+    assert seen == [pid, pid, pid]
+    assert "connection lost" not in caplog.text
+    assert caplog.text.count("rolled the statement back") == 2
+    link.close()
+
+
+def test_a_broken_connection_is_reopened(database_url: str) -> None:
+    link = Link(database_url, "test", threading.Event())
+    first = link.call(lambda store: store.connection.info.backend_pid)
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+    second = link.call(
+        lambda store: store.connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+    )  # type: ignore[index]
+    assert second is not None and second != first
+    link.close()
+
+
+def test_tries_bound_the_retries_and_any_other_error_is_raised(database_url: str) -> None:
+    link = Link(database_url, "test", threading.Event())
+    seen, operation = failing_then_pid("40P01", failures=5)
+    assert link.call(operation, tries=2) is None
+    assert len(seen) == 2
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        link.call(lambda store: store.connection.execute("SELECT 1 / 0"))
+    link.close()
+
+
+@pytest.mark.parametrize(
+    ("reason", "lasting"),
+    [
+        ('FATAL:  database "nope" does not exist', True),
+        ('FATAL:  role "ghost" does not exist', True),
+        ('FATAL:  password authentication failed for user "postgres"', True),
+        ('FATAL:  no pg_hba.conf entry for host "10.0.0.9", user "app", database "app"', True),
+        ('FATAL:  role "app" is not permitted to log in', True),
+        ("FATAL:  the database system is starting up", False),
+        ("FATAL:  the database system is not yet accepting connections", False),
+        ("FATAL:  the database system is shutting down", False),
+        ("FATAL:  the database system is in recovery mode", False),
+        ("FATAL:  sorry, too many clients already", False),
+        ("FATAL:  remaining connection slots are reserved for superusers", False),
+        ("connection refused", False),
+    ],
+)
+def test_only_refusals_that_last_stop_a_worker_at_start(reason: str, lasting: bool) -> None:
+    """A worker starting while PostgreSQL restarts after a crash ("not yet accepting
+    connections") must wait for it, not exit as misconfigured (the chaos run found it)."""
+    assert refused_for_good(f"connection failed: {reason}") is lasting

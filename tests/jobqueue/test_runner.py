@@ -1,0 +1,80 @@
+"""Parts of the runner, driven by hand on a real database: the completer's writes (one result
+the database refuses never loses the others) and the worker threads' check of a job's lease."""
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from jobqueue import JobStore, TaskRegistry, enqueue
+from jobqueue.connections import Link
+from jobqueue.runner import Runner
+from jobqueue.settings import WorkerSettings
+from jobqueue.store import AttemptResult
+from tests.jobqueue.test_leases import claimed, stats
+from tests.support.db import attempt_rows, job_row
+
+Conn = psycopg.Connection[Any]
+
+
+def test_a_batch_with_rows_the_database_refuses_is_written_row_by_row(
+    conn: Conn, database_url: str
+) -> None:
+    """Results built by hand, past run_job's cleaning: a NUL (which PostgreSQL text refuses) and
+    a lone surrogate (which cannot be encoded) among good ones. Every good result is written;
+    the bad ones are written without their text. kills: completer-no-fallback"""
+    ids = [enqueue(conn, "noop") for _ in range(6)]
+    JobStore(conn).claim("default", 6, "w1", 30)
+    poisoned = {ids[1]: "ValueError: a\x00b", ids[4]: "ValueError: \ud800"}
+    batch = [
+        AttemptResult(
+            claimed(job_id, 1), "failed", poisoned.get(job_id, "ValueError: fine"), None, 5.0, 0.1
+        )
+        for job_id in ids
+    ]
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
+    runner.worker_id = "w1"
+    link = Link(database_url, "completer", threading.Event())
+    runner._write_results(link, batch)
+    link.close()
+    for job_id in ids:
+        row = job_row(conn, job_id)
+        assert (row["state"], row["locked_by"]) == ("available", None)
+        [attempt] = attempt_rows(conn, job_id)
+        if job_id in poisoned:
+            assert (
+                attempt["error"] == "the attempt's error could not be stored; see the worker's log"
+            )
+        else:
+            assert attempt["error"] == "ValueError: fine"
+    assert stats(conn)["failed"] == 6
+
+
+def test_a_buffered_job_whose_lease_ran_out_while_the_process_stalled_is_not_started(
+    conn: Conn, database_url: str
+) -> None:
+    """A process frozen (SIGSTOP, a paused VM) past a prefetched job's lease wakes up: the job
+    has been rescued and may run elsewhere, so its worker thread must not start it."""
+    tasks = TaskRegistry()
+    ran: list[int] = []
+
+    @tasks.task("count")
+    def count(n: int) -> None:
+        ran.append(n)
+
+    settings = WorkerSettings(database_url=database_url, queues={"default": 1}, lease_seconds=30)
+    runner = Runner(settings, tasks=tasks)
+    stale, fresh = (enqueue(conn, "count", {"n": n}, tasks=tasks) for n in (1, 2))
+    jobs = JobStore(conn).claim("default", 2, runner.worker_id, 30)
+    consumer = runner.consumers["default"]
+    runner.hold([jobs[0]], lease_from=time.monotonic() - 31)  # claimed before a long stall
+    runner.hold([jobs[1]], lease_from=time.monotonic())
+    consumer._outstanding = 2
+    for job in (*jobs, None):
+        consumer._buffer.put(job)
+    consumer._work_loop()
+    assert ran == [2]
+    assert consumer._outstanding == 0
+    assert not runner.lease_may_hold(jobs[0])
+    assert {job.id for job in jobs} == {stale, fresh}
