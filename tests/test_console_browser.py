@@ -149,7 +149,7 @@ def test_the_overview_follows_a_worker_draining_the_queue_without_reloading(
     page.goto("/queues/")
     expect(figure(page, "default", "available")).to_have_text("400")
     page.evaluate("window.__sameDocument = true")
-    start_worker(workers, database_url, "--queues", "default=2", "--stats-flush-seconds", "1")
+    start_worker(workers, database_url, "--queues", "default=2")
     page.wait_for_function(
         "selector => { const n = Number(document.querySelector(selector).textContent"
         ".replace(/,/g, '')); return n > 0 && n < 400; }",
@@ -234,7 +234,7 @@ def test_the_charts_are_drawn_from_the_stats(
         [JobRequest("record_run", {"pause": 0.01}) for _ in range(60)]
         + [JobRequest("always_fails", max_attempts=2) for _ in range(5)],
     )
-    start_worker(workers, database_url, "--queues", "default=2", "--stats-flush-seconds", "0.5",
+    start_worker(workers, database_url, "--queues", "default=2",
                  "--depth-sample-seconds", "1", "--sweep", "0.2")  # fmt: skip
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM queue_depth_minute") > 0
                and scalar(conn, "SELECT coalesce(sum(dead), 0) FROM job_stats_minute") == 5,

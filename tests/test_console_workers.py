@@ -78,7 +78,7 @@ def test_the_overview_figures_equal_the_truth_in_the_tables_after_a_mixed_run(
         + [JobRequest("noop", delay=3600) for _ in range(4)],
     )
     start_worker(workers, database_url, "--queues", "default=3,mail=2,reports=1",
-                 "--stats-flush-seconds", "0.5", "--heartbeat", "0.5")  # fmt: skip
+                 "--heartbeat", "0.5")  # fmt: skip
     attempts = "SELECT count(*) FROM job_attempts"
     counted = "SELECT coalesce(sum(succeeded + failed + dead), 0) FROM job_stats_minute"
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE state IN ('succeeded',"

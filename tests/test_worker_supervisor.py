@@ -172,7 +172,7 @@ def test_a_stopped_child_resumed_after_its_leases_expired_cannot_overwrite(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     ids = enqueue_many(conn, [JobRequest("nap", {"seconds": 1.5})] * 2)
-    frozen = start_worker(workers, database_url, "--queues", "default=2", *FAST)
+    start_worker(workers, database_url, "--queues", "default=2", *FAST)
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM started") == 2, timeout=10)
     [(pid, frozen_name)] = children(conn).values()
     os.kill(pid, signal.SIGSTOP)
@@ -181,7 +181,18 @@ def test_a_stopped_child_resumed_after_its_leases_expired_cannot_overwrite(
         wait_until(lambda: count(conn, "state = 'succeeded'") == 2, timeout=20)
     finally:
         os.kill(pid, signal.SIGCONT)
-    frozen.wait_for_line(r"lost job \d+ attempt 1: its lease was taken over", timeout=10)
+    resumed_at = scalar(conn, "SELECT now()")
+    # Sync on the rows: the child has heartbeated since it woke and holds nothing any more, so
+    # its late results have been sent (and fenced out).
+    wait_until(
+        lambda: scalar(
+            conn,
+            "SELECT in_flight = 0 AND last_heartbeat_at > %s FROM workers WHERE name = %s",
+            resumed_at,
+            frozen_name,
+        ),
+        timeout=15,
+    )
     for job_id in ids:
         attempts = attempt_rows(conn, job_id)
         assert [(a["attempt"], a["outcome"]) for a in attempts] == [
@@ -190,55 +201,6 @@ def test_a_stopped_child_resumed_after_its_leases_expired_cannot_overwrite(
         ]
         assert attempts[0]["worker"] == frozen_name != attempts[1]["worker"]
         assert job_row(conn, job_id)["state"] == "succeeded"
-
-
-def test_per_minute_stats_equal_the_truth_after_a_mixed_run(
-    conn: Conn, database_url: str, workers: list[WorkerProcess]
-) -> None:
-    tenant = scalar(conn, "INSERT INTO tenants (slug, name) VALUES ('acme', 'Acme') RETURNING id")
-    enqueue_many(
-        conn,
-        [JobRequest("noop") for _ in range(40)]
-        + [JobRequest("noop", tenant_id=tenant, queue="mail") for _ in range(15)]
-        + [JobRequest("flaky", {"failures": 1}, queue="mail") for _ in range(10)]
-        + [JobRequest("always_fails", max_attempts=2) for _ in range(5)]
-        + [JobRequest("refuses", tenant_id=tenant) for _ in range(3)],
-    )
-    supervisor = start_worker(
-        workers, database_url, "--queues", "default=3,mail=2", "--stats-flush-seconds", "0.5"
-    )
-    wait_until(lambda: count(conn, "state IN ('succeeded', 'dead')") == 73, timeout=30)
-    supervisor.signal(signal.SIGTERM)
-    assert supervisor.wait(30) == 0  # children flush their last counts as they stop
-    truth = {
-        (queue, minute, tenant_id): (succeeded, failed, dead)
-        for queue, minute, tenant_id, succeeded, failed, dead in conn.execute(
-            """
-            SELECT j.queue, date_trunc('minute', a.finished_at), j.tenant_id,
-                   count(*) FILTER (WHERE a.outcome = 'succeeded'),
-                   count(*) FILTER (WHERE a.outcome = 'failed'
-                                    AND NOT (j.state = 'dead' AND a.attempt = j.attempt)),
-                   count(*) FILTER (WHERE j.state = 'dead' AND a.attempt = j.attempt)
-            FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-            GROUP BY 1, 2, 3
-            """
-        )
-    }
-    rolled_up = {
-        (queue, minute, tenant_id): (succeeded, failed, dead)
-        for queue, minute, tenant_id, succeeded, failed, dead in conn.execute(
-            "SELECT queue, minute, tenant_id, succeeded, failed, dead FROM job_stats_minute"
-        )
-    }
-    assert rolled_up == truth
-    assert sum(row[0] for row in truth.values()) == 65
-    assert sum(row[2] for row in truth.values()) == 8
-    runtimes = scalar(
-        conn,
-        "SELECT abs(sum(runtime_sum) - (SELECT sum(extract(epoch FROM duration))"
-        " FROM job_attempts)) FROM job_stats_minute",
-    )
-    assert float(runtimes) < 0.001
 
 
 def test_a_drain_asked_through_the_database_is_handled_like_sigterm(
@@ -256,7 +218,7 @@ def test_a_drain_asked_through_the_database_is_handled_like_sigterm(
     assert rows == [("stopped", "admin@example.com")] * 3
 
 
-def test_a_silent_worker_is_marked_lost_by_the_leader(
+def test_a_silent_worker_is_marked_lost_by_a_maintainer(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     doomed = start_worker(workers, database_url, "--single", "--queues", "default=1", *FAST)

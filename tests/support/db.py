@@ -41,3 +41,13 @@ def create_test_tables(conn: psycopg.Connection[Any]) -> None:
         "CREATE TABLE started (job_id bigint, attempt int, worker text NOT NULL,"
         " at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (job_id, attempt))"
     )
+
+
+def worker_processes(conn: psycopg.Connection[Any], supervisor: str) -> list[int]:
+    """The pids of a live supervisor (by its workers.name) and of its live children."""
+    rows = conn.execute(
+        "SELECT pid FROM workers WHERE state IN ('running', 'draining') AND (name = %s"
+        " OR parent_id = (SELECT id FROM workers WHERE name = %s)) ORDER BY parent_id NULLS FIRST",
+        (supervisor, supervisor),
+    ).fetchall()
+    return [int(row[0]) for row in rows]

@@ -60,3 +60,48 @@ def record_run(ctx: JobContext, pause: float = 0.0) -> None:
             "INSERT INTO runs (job_id, attempt, worker) VALUES (%s, %s, %s)",
             (ctx.job_id, ctx.attempt, ctx.worker),
         )
+
+
+@task("nap_then_record", pass_context=True, retry=FAST_RETRY)
+def nap_then_record(ctx: JobContext, seconds: float, later: float | None = None) -> None:
+    """Note the start in `started`, sleep (``later`` seconds on attempts after the first, if
+    given), then append the run to `runs`: a test can see which process holds a job while it
+    runs, and count the runs that finished."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    time.sleep(seconds if later is None or ctx.attempt == 1 else later)
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO runs (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+
+
+HOSTILE_RETRY = RetryPolicy(max_attempts=2, base_seconds=0.1, cap_seconds=0.1, rng=lambda: 1.0)
+
+
+@task("raises_nul", retry=HOSTILE_RETRY)
+def raises_nul() -> None:
+    raise ValueError("before\x00after")
+
+
+@task("raises_surrogate", retry=HOSTILE_RETRY)
+def raises_surrogate() -> None:
+    raise ValueError("lone \ud800 surrogate")
+
+
+@task("raises_huge_message", retry=HOSTILE_RETRY)
+def raises_huge_message() -> None:
+    raise ValueError("m" * 5_000_000)
+
+
+@task("raises_huge_traceback", retry=HOSTILE_RETRY)
+def raises_huge_traceback() -> None:
+    """A small message whose traceback carries a 2 MB cause."""
+    try:
+        raise LookupError("t" * 2_000_000)
+    except LookupError as cause:
+        raise ValueError("small message, huge traceback") from cause
