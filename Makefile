@@ -14,7 +14,7 @@ NODE_INSTALLED := node_modules/.package-lock.json
 ASSETS := static/gen/console.js
 ASSET_SOURCES := $(wildcard static/console/*) static/pauta.css blueprints/assets.py
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench chaos mutants clean
 
 run: $(INSTALLED) $(ASSETS)
 	$(PY) -m devtools.run
@@ -26,6 +26,14 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# Faults injected into a long run on a PostgreSQL cluster of its own (see bench/chaos.py).
+chaos: $(INSTALLED)
+	$(PY) -m bench.chaos $(CHAOS_ARGS)
+
+# Named mutants of the engine, each of which some test must kill (tests/mutants.toml).
+mutants: $(INSTALLED) $(ASSETS)
+	$(PY) -m devtools.database $(PY) -m devtools.mutants $(MUTANTS)
 
 bench: $(BENCH_INSTALLED)
 	$(BENCH_VENV)/bin/python -m devtools.database $(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)

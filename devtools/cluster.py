@@ -1,0 +1,111 @@
+"""A throwaway PostgreSQL cluster of our own, for runs that must restart or stop the server
+(chaos, soaks, failover) and so cannot use a shared one.
+
+It uses the server binaries of the machine's PostgreSQL (Debian's /usr/lib/postgresql/N/bin,
+or whatever ``pg_config --bindir`` names), runs them as the ``postgres`` system user when we are
+root (initdb refuses root), keeps its data in a temporary folder and listens on a free loopback
+port. Settings are production's where they matter to what is measured: fsync, synchronous
+commit and autovacuum on.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Self
+
+import psycopg
+
+SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "max_connections": "300",
+    "shared_buffers": "'256MB'",
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "autovacuum": "on",
+    "log_min_messages": "warning",
+    "log_lock_waits": "on",
+    "deadlock_timeout": "'1s'",
+}
+
+
+def server_binaries() -> Path:
+    """The folder holding initdb and pg_ctl."""
+    configured = shutil.which("pg_config")
+    if configured:
+        folder = subprocess.run(
+            [configured, "--bindir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        if (Path(folder) / "initdb").exists():
+            return Path(folder)
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not versions:
+        raise RuntimeError("no PostgreSQL server binaries found (initdb, pg_ctl)")
+    return versions[-1].parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    """``with Cluster() as cluster:`` a running server at ``cluster.url(database)``."""
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.bin = server_binaries()
+        self.port = free_port()
+        self.settings = {**SETTINGS, **(settings or {})}
+        self.folder = Path(tempfile.mkdtemp(prefix="pauta-cluster-"))
+        self.data = self.folder / "data"
+        self.log = self.folder / "server.log"
+        self._as_postgres = os.geteuid() == 0
+
+    def _run(self, *command: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+        argv = [str(part) for part in command]
+        if self._as_postgres:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+    def __enter__(self) -> Self:
+        if self._as_postgres:
+            shutil.chown(self.folder, "postgres", "postgres")
+        self._run(
+            self.bin / "initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8"
+        )
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"port = {self.port}\n")
+            conf.write(f"unix_socket_directories = '{self.folder}'\n")
+            for name, value in self.settings.items():
+                conf.write(f"{name} = {value}\n")
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop("immediate", check=False)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start")
+
+    def stop(self, mode: str = "fast", *, check: bool = True) -> None:
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-m", mode, "-w", "stop", check=check)
+
+    def restart(self, mode: str = "immediate") -> float:
+        """Stop in ``mode`` and start again; returns the seconds the server was down."""
+        started = time.monotonic()
+        self.stop(mode)
+        self.start()
+        return time.monotonic() - started
+
+    def create_database(self, name: str) -> str:
+        with psycopg.connect(self.url(), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
