@@ -3,9 +3,12 @@ scripts served from this site (no inline script, no CDN), and the usual hardenin
 
 Styles are 'self' too: no template has a ``style`` attribute or ``<style>`` element. Chart.js
 sizes its canvases through ``element.style`` (the CSSOM), which the policy allows.
+
+Every response but a static file is ``Cache-Control: no-store``: review comments, job payloads
+and console figures must not stay in the browser's cache (or a proxy's) after logging out.
 """
 
-from flask import Flask, Response
+from flask import Flask, Response, request
 
 CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -36,4 +39,6 @@ def init_app(app: Flask) -> None:
 def add_security_headers(response: Response) -> Response:
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
+    if request.endpoint != "static":
+        response.headers["Cache-Control"] = "no-store"
     return response
