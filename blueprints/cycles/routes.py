@@ -26,6 +26,7 @@ from blueprints.cycles.forms import (
     ReviewGenerationForm,
     ReviewSubmissionForm,
 )
+from blueprints.inputs import query_int
 from blueprints.scoping import get_or_404, scoped
 from hr import delivery, directory, progress
 from hr.activation import activate_cycle
@@ -143,13 +144,14 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
         db.session.commit()
         flash(change.summary, "success")
         return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id, **request.args))
-    return render_template(
+    page = render_template(
         "cycles/cycle_participants.html",
         cycle=cycle,
         filters=filters,
         form=form,
         total=progress.participant_count(db.session, cycle),
     )
+    return page, 400 if filters.errors else 200
 
 
 @bp.route("/cycles/<int:cycle_id>/reviews", methods=["GET", "POST"])
@@ -231,7 +233,7 @@ def notification_detail(cycle_id: int, job_id: int) -> ResponseReturnValue:
 @bp.get("/my/reviews")
 @role_required(*REVIEWERS)
 def my_reviews() -> ResponseReturnValue:
-    cycle_id = request.args.get("cycle", type=int)
+    cycle_id = query_int("cycle")
     reviews = []
     if current_user.employee_id is not None:
         reviews = reviews_of_reviewer(

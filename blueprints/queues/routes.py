@@ -8,6 +8,7 @@ from flask_login import current_user
 from blueprints.auth.access import role_required
 from blueprints.auth.routes import home_for
 from blueprints.engine import inspector
+from blueprints.inputs import query_int
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm
@@ -96,7 +97,7 @@ def audit_list() -> ResponseReturnValue:
     query = scoped(AuditEntry).order_by(AuditEntry.id.desc()).limit(AUDIT_PAGE + 1)
     if tenant is not None:
         query = query.where(AuditEntry.tenant_id == tenant.id)
-    if before := request.args.get("before", type=int):
+    if before := query_int("before"):
         query = query.where(AuditEntry.id < before)
     entries = db.session.scalars(query).all()
     return render_console(
