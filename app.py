@@ -11,7 +11,7 @@ from flask import Flask
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
-from blueprints import assets, inputs, observability, security
+from blueprints import assets, inputs, links, observability, security
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
@@ -58,6 +58,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     login_manager.init_app(app)
     assets.init_app(app)
     inputs.init_app(app)
+    links.init_app(app)
     security.init_app(app)
     observability.init_app(app)
 

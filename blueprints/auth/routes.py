@@ -8,6 +8,7 @@ from flask_login import current_user, login_user, logout_user
 
 from blueprints.auth.access import login_only
 from blueprints.auth.forms import LoginForm
+from blueprints.links import query_args
 from hr.accounts import authenticate, end_sessions
 from models import db
 from models.people import Role
@@ -16,6 +17,7 @@ bp = Blueprint("auth", __name__)
 
 
 @bp.route("/login", methods=["GET", "POST"])
+@query_args("next")
 def login() -> ResponseReturnValue:
     if current_user.is_authenticated:
         return redirect(home_for(current_user.role))

@@ -8,6 +8,7 @@ from flask_login import current_user
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
 from blueprints.inputs import query_int, query_ints
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import FailureActionForm
@@ -21,6 +22,7 @@ PAGE = 100
 
 @bp.get("/failures/")
 @role_required(*READERS)
+@query_args("tenant", "queue")
 def failure_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None
@@ -30,6 +32,7 @@ def failure_list() -> ResponseReturnValue:
 
 @bp.get("/failures/<fingerprint>")
 @role_required(*READERS)
+@query_args("tenant", "before")
 def failure_detail(fingerprint: str) -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     engine = inspector()
@@ -47,6 +50,7 @@ def failure_detail(fingerprint: str) -> ResponseReturnValue:
 
 @bp.get("/failures/<fingerprint>/confirm")
 @role_required(*OPERATORS)
+@query_args("action", "job")
 def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     """How many jobs a bulk action would touch, and the button that does it."""
     action = request.args.get("action")

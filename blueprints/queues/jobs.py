@@ -10,6 +10,7 @@ from flask_login import current_user
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
 from blueprints.inputs import parse_id, query_int
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm, JobFilterForm
@@ -24,6 +25,7 @@ PAYLOAD_SHOWN = 10_000  # characters of the pretty-printed payload on the job pa
 
 @bp.get("/jobs/")
 @role_required(*READERS)
+@query_args("tenant", "state", "queue", "task", "error", "payload", "before")
 def job_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     form = JobFilterForm(request.args)
@@ -41,6 +43,7 @@ def job_list() -> ResponseReturnValue:
 
 @bp.get("/jobs/<int:job_id>")
 @role_required(*READERS)
+@query_args("part")
 def job_detail(job_id: int) -> ResponseReturnValue:
     tenant = chosen_tenant(None)
     engine = inspector()
@@ -100,6 +103,7 @@ def job_discard(job_id: int) -> ResponseReturnValue:
 
 @bp.get("/scheduled/")
 @role_required(*READERS)
+@query_args("tenant", "queue", "after")
 def scheduled_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None

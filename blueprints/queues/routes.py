@@ -9,6 +9,7 @@ from blueprints.auth.access import role_required
 from blueprints.auth.routes import home_for
 from blueprints.engine import inspector
 from blueprints.inputs import query_int
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm
@@ -28,6 +29,7 @@ def index() -> ResponseReturnValue:
 
 @bp.get("/queues/")
 @role_required(*READERS)
+@query_args("tenant")
 def queue_overview() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     overview = figures.overview(inspector(), tenant_id(tenant))
@@ -36,6 +38,7 @@ def queue_overview() -> ResponseReturnValue:
 
 @bp.get("/queues/<name>")
 @role_required(*READERS)
+@query_args("tenant", "window")
 def queue_detail(name: str) -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     window = charts.WINDOWS.get(request.args.get("window", charts.DEFAULT_WINDOW))
@@ -68,6 +71,7 @@ def queue_resume(name: str) -> ResponseReturnValue:
 
 @bp.get("/workers/")
 @role_required(*OPERATORS)
+@query_args("part")
 def worker_list() -> ResponseReturnValue:
     found = workers.tree(inspector().workers())
     template = (
@@ -92,6 +96,7 @@ def worker_drain_all() -> ResponseReturnValue:
 
 @bp.get("/audit/")
 @role_required(*READERS)
+@query_args("tenant", "before")
 def audit_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     query = scoped(AuditEntry).order_by(AuditEntry.id.desc()).limit(AUDIT_PAGE + 1)
