@@ -27,6 +27,7 @@ def login() -> ResponseReturnValue:
         if user is None:
             form.password.errors.append("The e-mail or the password is wrong.")
         else:
+            end_sessions(user)  # a new session token: cookies of earlier log-ins stop working
             db.session.commit()
             session.clear()  # a fresh session: nothing planted before the log-in survives it
             login_user(user)
