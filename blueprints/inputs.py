@@ -11,17 +11,20 @@ would surface as a 500 from deep inside a query. So, before the view (``check_re
   a form expects text is refused.
 
 A request that breaks one of these answers ``400 Bad Request`` saying what was refused, and
-nothing is read or written for it. Integers are bounded where they are read: ids in paths by
-:class:`BigIntConverter` (registered as ``int``: a bigger number matches no route, 404), and
-ids and cursors in query strings by :func:`query_int` and :func:`query_ints` (400).
+nothing is read or written for it. A form field over ``MAX_FORM_MEMORY_SIZE`` (500 kB) is
+Werkzeug's ``413``; :class:`ClosingRequest` then closes the files already received.
+
+Integers are bounded where they are read: ids in paths by :class:`BigIntConverter` (registered
+as ``int``: a bigger number matches no route, 404), and ids and cursors in query strings by
+:func:`query_int` and :func:`query_ints` (400).
 """
 
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
-from flask import Flask, abort, current_app, request
+from flask import Flask, Request, abort, current_app, request
 from werkzeug.routing import IntegerConverter, Map
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -43,8 +46,34 @@ class BigIntConverter(IntegerConverter):
         super().__init__(map, fixed_digits, min, max, signed)
 
 
+class ClosingRequest(Request):
+    """Closes the temporary files of a multipart body it could not finish reading (a field
+    over ``MAX_FORM_MEMORY_SIZE``, a malformed part), which Werkzeug's parser drops unclosed;
+    the files it did read are closed with the request, as usual."""
+
+    def _get_file_stream(self, total_content_length: int | None, content_type: str | None,
+                         filename: str | None = None,
+                         content_length: int | None = None) -> IO[bytes]:  # fmt: skip
+        stream = super()._get_file_stream(
+            total_content_length, content_type, filename, content_length
+        )
+        self.__dict__.setdefault("_received_files", []).append(stream)
+        return stream
+
+    def _load_form_data(self) -> None:
+        try:
+            super()._load_form_data()
+        finally:
+            files = self.__dict__.get("files")
+            kept = {id(upload.stream) for _, upload in files.items(multi=True)} if files else set()
+            for stream in self.__dict__.get("_received_files", []):
+                if id(stream) not in kept:
+                    stream.close()
+
+
 def init_app(app: Flask) -> None:
     """Before any blueprint is registered: the converter is looked up when a rule is added."""
+    app.request_class = ClosingRequest
     app.url_map.converters["int"] = BigIntConverter
     app.before_request(check_request)
 
@@ -66,11 +95,11 @@ def check_request() -> None:
         _refuse_text("name of a query parameter", name)
         _refuse_text(f"query parameter {_shown(name)}", value)
     for name, value in request.form.items(multi=True):
-        _refuse_text("name of a form field", name)
+        _refuse_field_name(name)
         _refuse_text(f"form field {_shown(name)}", value)
     allowed = getattr(current_app.view_functions.get(request.endpoint or ""), "file_fields", ())
     for name, upload in request.files.items(multi=True):
-        _refuse_text("name of a form field", name)
+        _refuse_field_name(name)
         if name not in allowed:
             abort(400, f"The form field {_shown(name)} takes text, not a file.")
         _refuse_text(f"name of the file in {_shown(name)}", upload.filename or "")
@@ -129,6 +158,13 @@ def _form_values(name: str, value: Any) -> Iterator[str]:
         if not isinstance(item, str):
             abort(400, f"The JSON field {_shown(name)} must be text or a list of texts.")
         yield item
+
+
+def _refuse_field_name(name: str | None) -> None:
+    """A multipart part whose Content-Disposition cannot be read has no name (None)."""
+    if name is None:
+        abort(400, "A part of the form has no readable name.")
+    _refuse_text("name of a form field", name)
 
 
 def _refuse_text(where: str, text: str) -> None:

@@ -2,6 +2,7 @@
 anything is read or written: NUL characters, lone surrogates, integers beyond 64 bits, files
 where a form expects text, malformed cursors and filters that cannot be applied."""
 
+import gc
 import html
 import io
 import json
@@ -217,3 +218,50 @@ def test_filters_that_cannot_be_applied_are_named_on_the_page(
     assert participants.status_code == 400
     assert "<li>Reports to: " in page(participants)
     assert hr_admin.get(f"/cycles/{world.draft_id}/participants?manager=0").status_code == 200
+
+
+def test_a_field_over_the_form_memory_limit_is_413_and_the_files_received_are_closed(
+    app: Any, world: World, conn: Conn
+) -> None:
+    """Werkzeug drops the files it had received unclosed: a ResourceWarning, which this suite
+    turns into a failure, when they are collected."""
+    client = app.test_client()
+    token = csrf_token(client, "/login")
+    before = table_digests(conn)
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="csrf_token"\r\n\r\n%s\r\n'
+        b'--B\r\nContent-Disposition: form-data; name="password"; filename="p.txt"\r\n\r\n'
+        b"xxxx\r\n"
+        b'--B\r\nContent-Disposition: form-data; name="email"\r\n\r\n%s\r\n--B--\r\n'
+    ) % (token.encode(), b"a" * 1_000_000)  # raw: the test client's encoder has files of its own
+    response = client.post("/login", data=body, content_type="multipart/form-data; boundary=B")
+    assert response.status_code == 413
+    gc.collect()
+    assert table_digests(conn) == before
+
+
+def test_a_form_part_whose_name_cannot_be_read_is_400(app: Any, world: World, conn: Conn) -> None:
+    client = app.test_client()
+    token = csrf_token(client, "/login")
+    before = table_digests(conn)
+    for part in (b'name="email\r\nX: y"', b'name="file\r\n"; filename="a.csv"'):
+        body = (
+            b'--B\r\nContent-Disposition: form-data; name="csrf_token"\r\n\r\n%s\r\n'
+            b"--B\r\nContent-Disposition: form-data; %s\r\n\r\na@x.example\r\n--B--\r\n"
+        ) % (token.encode(), part)
+        response = client.post("/login", data=body, content_type="multipart/form-data; boundary=B")
+        assert response.status_code == 400, part
+    assert table_digests(conn) == before
+
+
+def test_the_files_of_a_multipart_body_that_cannot_be_read_are_closed(app: Any) -> None:
+    """A truncated body: Werkzeug gives up, reads no form, and drops the file it had opened
+    (a ResourceWarning, a failure in this suite, when collected)."""
+    client = app.test_client()
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="csv"; filename="a.csv"\r\n\r\nx,y\r\n'
+        b'--B\r\nContent-Disposition: form-data; name="email"\r\n\r\nunfinished'
+    )
+    response = client.post("/login", data=body, content_type="multipart/form-data; boundary=B")
+    assert response.status_code == 400  # no CSRF token could be read
+    gc.collect()
