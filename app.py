@@ -11,7 +11,7 @@ from flask import Flask
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
-from blueprints import assets, observability, security
+from blueprints import assets, inputs, links, observability, security
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
@@ -21,6 +21,7 @@ from blueprints.queues import bp as queues_bp
 from commands.jobs import jobs_cli
 from commands.seed import seed_demo_command
 from commands.users import users_cli
+from hr.throttle import LoginLimits
 from jobqueue.registry import import_task_modules
 from models import db
 
@@ -42,6 +43,9 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
+        PAUTA_LOGIN_LIMITS=LoginLimits.from_environ(os.environ),
+        # How many reverse proxies in front of gunicorn add to X-Forwarded-For (0: none)
+        PAUTA_TRUSTED_PROXIES=os.environ.get("PAUTA_TRUSTED_PROXIES", "0"),
     )
     app.config.update(overrides or {})
     if not app.config["DATABASE_URL"]:
@@ -57,6 +61,8 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     login_manager.init_app(app)
     assets.init_app(app)
+    inputs.init_app(app)
+    links.init_app(app)
     security.init_app(app)
     observability.init_app(app)
 

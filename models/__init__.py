@@ -31,6 +31,7 @@ from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
 from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
+from models.throttle import LoginThrottle  # noqa: E402
 from models.workers import Worker  # noqa: E402
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "JobAttempt",
     "JobStatsMinute",
     "Leader",
+    "LoginThrottle",
     "Queue",
     "QueueDepthMinute",
     "Review",

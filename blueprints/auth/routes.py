@@ -1,14 +1,26 @@
 """Log in and log out."""
 
+import math
 from urllib.parse import urlsplit
 
-from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_user, logout_user
 
 from blueprints.auth.access import login_only
 from blueprints.auth.forms import LoginForm
+from blueprints.links import query_args
 from hr.accounts import authenticate, end_sessions
+from hr.throttle import count_attempt, forgive
 from models import db
 from models.people import Role
 
@@ -16,20 +28,39 @@ bp = Blueprint("auth", __name__)
 
 
 @bp.route("/login", methods=["GET", "POST"])
+@query_args("next")
 def login() -> ResponseReturnValue:
     if current_user.is_authenticated:
         return redirect(home_for(current_user.role))
     form = LoginForm()
-    if form.validate_on_submit():
-        user = authenticate(db.session, form.email.data or "", form.password.data or "")
-        if user is None:
-            form.password.errors.append("The e-mail or the password is wrong.")
-        else:
-            db.session.commit()
-            session.clear()  # a fresh session: nothing planted before the log-in survives it
-            login_user(user)
-            return redirect(safe_next(request.args.get("next")) or home_for(user.role))
-    return render_template("auth/login.html", form=form), 200 if not form.errors else 401
+    if not form.validate_on_submit():
+        return render_template("auth/login.html", form=form), 200 if not form.errors else 401
+    email, source = form.email.data or "", request.remote_addr or ""
+    wait = count_attempt(db.session, current_app.config["PAUTA_LOGIN_LIMITS"], email, source)
+    db.session.commit()  # counted before the password is checked: parallel guesses see it
+    if wait is not None:
+        return too_many_attempts(form, wait)
+    user = authenticate(db.session, email, form.password.data or "")
+    if user is None:
+        form.password.errors.append("The e-mail or the password is wrong.")
+        return render_template("auth/login.html", form=form), 401
+    forgive(db.session, email, source)
+    end_sessions(user)  # a new session token: cookies of earlier log-ins stop working
+    db.session.commit()
+    session.clear()  # a fresh session: nothing planted before the log-in survives it
+    login_user(user)
+    return redirect(safe_next(request.args.get("next")) or home_for(user.role))
+
+
+def too_many_attempts(form: LoginForm, wait: int) -> ResponseReturnValue:
+    """429 with ``Retry-After``: the same answer whether or not an account has the e-mail."""
+    minutes = math.ceil(wait / 60)
+    form.password.errors.append(
+        "Too many failed log-ins for this e-mail address or from your network. "
+        f"Try again in {minutes} minute{'' if minutes == 1 else 's'}."
+    )
+    page = render_template("auth/login.html", form=form)
+    return page, 429, {"Retry-After": str(wait)}
 
 
 @bp.post("/logout")

@@ -18,6 +18,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
 from wtforms.widgets import CheckboxInput, ListWidget
 
+from blueprints.inputs import as_id
 from hr.cycles import MAX_NAME_LENGTH, CycleDetails
 from hr.reviews import MAX_COMMENT_LENGTH, MAX_PEERS
 
@@ -68,7 +69,7 @@ class ParticipantFilterForm(FlaskForm):
 
     def criteria(self) -> dict[str, Any]:
         """The filter as keyword arguments of ``hr.directory.employees``; a value that is not
-        one of the choices (an edited URL) is ignored."""
+        one of the choices (an edited URL) is left out, and the page says so."""
         self.validate()
         manager = None if self.manager.errors else self.manager.data or None
         department = None if self.department.errors else self.department.data or None
@@ -104,7 +105,7 @@ class ParticipantsForm(FlaskForm):
         """(to add, to remove) among the employees shown, by the button pressed."""
         offered = {choice.value for choice in self.employees.choices or []}
         posted = (self.shown.data or "").split(",")
-        shown = {int(value) for value in posted if value.isdigit()} & offered
+        shown = {as_id(value) for value in posted} & offered
         if self.add_all.data:
             return shown, set()
         if self.remove_all.data:

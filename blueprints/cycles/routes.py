@@ -26,6 +26,8 @@ from blueprints.cycles.forms import (
     ReviewGenerationForm,
     ReviewSubmissionForm,
 )
+from blueprints.inputs import query_int
+from blueprints.links import query_args, this_page
 from blueprints.scoping import get_or_404, scoped
 from hr import delivery, directory, progress
 from hr.activation import activate_cycle
@@ -123,6 +125,7 @@ def cycle_detail(cycle_id: int) -> ResponseReturnValue:
 
 @bp.route("/cycles/<int:cycle_id>/participants", methods=["GET", "POST"])
 @role_required(*HR)
+@query_args("manager", "department")
 def cycle_participants(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
     managers = directory.managers(db.session, cycle.tenant_id)
@@ -142,14 +145,15 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
         change = change_participants(db.session, cycle.tenant_id, cycle.id, add, remove)
         db.session.commit()
         flash(change.summary, "success")
-        return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id, **request.args))
-    return render_template(
+        return redirect(this_page())
+    page = render_template(
         "cycles/cycle_participants.html",
         cycle=cycle,
         filters=filters,
         form=form,
         total=progress.participant_count(db.session, cycle),
     )
+    return page, 400 if filters.errors else 200
 
 
 @bp.route("/cycles/<int:cycle_id>/reviews", methods=["GET", "POST"])
@@ -230,8 +234,9 @@ def notification_detail(cycle_id: int, job_id: int) -> ResponseReturnValue:
 
 @bp.get("/my/reviews")
 @role_required(*REVIEWERS)
+@query_args("cycle")
 def my_reviews() -> ResponseReturnValue:
-    cycle_id = request.args.get("cycle", type=int)
+    cycle_id = query_int("cycle")
     reviews = []
     if current_user.employee_id is not None:
         reviews = reviews_of_reviewer(

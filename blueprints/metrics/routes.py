@@ -7,6 +7,7 @@ from flask.typing import ResponseReturnValue
 
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
+from blueprints.links import query_args
 from blueprints.queues.common import READERS, tenant_id, tenant_slug
 from blueprints.scoping import chosen_tenant
 from console import charts, figures
@@ -16,6 +17,7 @@ bp = Blueprint("metrics", __name__, url_prefix="/metrics")
 
 @bp.get("/figures.json")
 @role_required(*READERS)
+@query_args("tenant", "queue")
 def figures_json() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None
@@ -34,6 +36,7 @@ def figures_json() -> ResponseReturnValue:
 
 @bp.get("/series.json")
 @role_required(*READERS)
+@query_args("tenant", "queue", "window")
 def series_json() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None

@@ -7,6 +7,8 @@ from flask_login import current_user
 
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
+from blueprints.inputs import query_int, query_ints
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import FailureActionForm
@@ -20,6 +22,7 @@ PAGE = 100
 
 @bp.get("/failures/")
 @role_required(*READERS)
+@query_args("tenant", "queue")
 def failure_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None
@@ -29,11 +32,12 @@ def failure_list() -> ResponseReturnValue:
 
 @bp.get("/failures/<fingerprint>")
 @role_required(*READERS)
+@query_args("tenant", "before")
 def failure_detail(fingerprint: str) -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     engine = inspector()
     group = engine.failure_group(fingerprint, tenant_id(tenant)) or abort(404)
-    before = request.args.get("before", type=int)
+    before = query_int("before")
     rows = engine.failure_jobs(fingerprint, tenant_id(tenant), before_id=before, limit=PAGE + 1)
     return render_console(
         "queues/failure_detail.html",
@@ -46,6 +50,7 @@ def failure_detail(fingerprint: str) -> ResponseReturnValue:
 
 @bp.get("/failures/<fingerprint>/confirm")
 @role_required(*OPERATORS)
+@query_args("action", "job")
 def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     """How many jobs a bulk action would touch, and the button that does it."""
     action = request.args.get("action")
@@ -53,7 +58,7 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     group = engine.failure_group(fingerprint, None)
     if group is None or action not in BULK_ACTIONS:
         abort(404)
-    chosen = [int(value) for value in request.args.getlist("job") if value.isdigit()]
+    chosen = query_ints("job")
     touched = failures.selection(engine, fingerprint, None, None, chosen or None)
     form = FailureActionForm(data={"max_id": touched[0]["id"] if touched else 0, "jobs": chosen})
     return render_console(
@@ -71,7 +76,7 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
 @bp.post("/failures/<fingerprint>/requeue")
 @role_required(*OPERATORS)
 def failure_requeue(fingerprint: str) -> ResponseReturnValue:
-    form = FailureActionForm()
+    form = checked(FailureActionForm())
     back = url_for("queues.failure_list")
     return act(
         lambda: actions.requeue_failures(
@@ -84,7 +89,7 @@ def failure_requeue(fingerprint: str) -> ResponseReturnValue:
 @bp.post("/failures/<fingerprint>/discard")
 @role_required(*OPERATORS)
 def failure_discard(fingerprint: str) -> ResponseReturnValue:
-    form = FailureActionForm()
+    form = checked(FailureActionForm())
     back = url_for("queues.failure_list")
     return act(
         lambda: actions.discard_failures(
@@ -92,3 +97,12 @@ def failure_discard(fingerprint: str) -> ResponseReturnValue:
         ),
         back,
     )
+
+
+def checked(form: FailureActionForm) -> FailureActionForm:
+    """The posted bulk action, or 400: a selection that is not made of job ids must not turn
+    into the whole group."""
+    if not form.validate():
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        abort(400, f"The action was not taken: {problems}")
+    return form

@@ -5,8 +5,9 @@ from typing import Any
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, IntegerField, SelectField, SelectMultipleField, StringField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import InputRequired, Length, Optional, ValidationError
+from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
+from blueprints.inputs import BIGINT_MAX
 from jobqueue.inspect import JobFilter
 
 # The job states, with "scheduled" (available, not visible yet) told apart from "available".
@@ -23,8 +24,12 @@ class FailureActionForm(FlaskForm):
     """A bulk action on a failure group: every dead job up to ``max_id`` (the newest job its
     confirmation counted), or only the ``jobs`` ticked among them."""
 
-    max_id = IntegerField(validators=[InputRequired()])
+    max_id = IntegerField(validators=[InputRequired(), NumberRange(min=0, max=BIGINT_MAX)])
     jobs = SelectMultipleField(coerce=int, validate_choice=False)
+
+    def validate_jobs(self, field: SelectMultipleField) -> None:
+        if any(not 0 <= job <= BIGINT_MAX for job in field.data or []):
+            raise ValidationError("Not a job id.")
 
     def selected(self) -> list[int] | None:
         return list(self.jobs.data) if self.jobs.data else None

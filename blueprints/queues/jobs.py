@@ -9,6 +9,8 @@ from flask_login import current_user
 
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
+from blueprints.inputs import parse_id, query_int
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm, JobFilterForm
@@ -23,22 +25,25 @@ PAYLOAD_SHOWN = 10_000  # characters of the pretty-printed payload on the job pa
 
 @bp.get("/jobs/")
 @role_required(*READERS)
+@query_args("tenant", "state", "queue", "task", "error", "payload", "before")
 def job_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     form = JobFilterForm(request.args)
-    before = request.args.get("before", type=int)
+    before = query_int("before")
     rows = inspector().jobs(form.criteria(tenant_id(tenant)), before, PAGE + 1)
-    return render_console(
+    page = render_console(
         "queues/job_list.html",
         tenant,
         form=form,
         jobs=rows[:PAGE],
         next_before=rows[PAGE - 1]["id"] if len(rows) > PAGE else None,
     )
+    return page, 400 if form.errors else 200
 
 
 @bp.get("/jobs/<int:job_id>")
 @role_required(*READERS)
+@query_args("part")
 def job_detail(job_id: int) -> ResponseReturnValue:
     tenant = chosen_tenant(None)
     engine = inspector()
@@ -98,6 +103,7 @@ def job_discard(job_id: int) -> ResponseReturnValue:
 
 @bp.get("/scheduled/")
 @role_required(*READERS)
+@query_args("tenant", "queue", "after")
 def scheduled_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     queue = request.args.get("queue") or None
@@ -114,9 +120,16 @@ def scheduled_list() -> ResponseReturnValue:
 
 
 def _after() -> tuple[datetime, int] | None:
-    """The keyset of the scheduled list's next page: ``?after=<available_at>,<id>``."""
-    moment, _, job_id = request.args.get("after", "").rpartition(",")
-    try:
-        return datetime.fromisoformat(moment), int(job_id)
-    except ValueError:
+    """The keyset of the scheduled list's next page: ``?after=<available_at>,<id>``, as the
+    "Later jobs" link gives it; None when absent, 400 when malformed."""
+    after = request.args.get("after", "")
+    if not after:
         return None
+    moment, _, job_id = after.rpartition(",")
+    try:
+        when = datetime.fromisoformat(moment)
+    except ValueError:
+        when = None
+    if when is None:
+        abort(400, "The query parameter 'after' must be <time>,<job id>, as the link gives it.")
+    return when, parse_id("after", job_id)

@@ -8,6 +8,8 @@ from flask_login import current_user
 from blueprints.auth.access import role_required
 from blueprints.auth.routes import home_for
 from blueprints.engine import inspector
+from blueprints.inputs import query_int
+from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm
@@ -27,6 +29,7 @@ def index() -> ResponseReturnValue:
 
 @bp.get("/queues/")
 @role_required(*READERS)
+@query_args("tenant")
 def queue_overview() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     overview = figures.overview(inspector(), tenant_id(tenant))
@@ -35,6 +38,7 @@ def queue_overview() -> ResponseReturnValue:
 
 @bp.get("/queues/<name>")
 @role_required(*READERS)
+@query_args("tenant", "window")
 def queue_detail(name: str) -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     window = charts.WINDOWS.get(request.args.get("window", charts.DEFAULT_WINDOW))
@@ -67,6 +71,7 @@ def queue_resume(name: str) -> ResponseReturnValue:
 
 @bp.get("/workers/")
 @role_required(*OPERATORS)
+@query_args("part")
 def worker_list() -> ResponseReturnValue:
     found = workers.tree(inspector().workers())
     template = (
@@ -91,12 +96,13 @@ def worker_drain_all() -> ResponseReturnValue:
 
 @bp.get("/audit/")
 @role_required(*READERS)
+@query_args("tenant", "before")
 def audit_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     query = scoped(AuditEntry).order_by(AuditEntry.id.desc()).limit(AUDIT_PAGE + 1)
     if tenant is not None:
         query = query.where(AuditEntry.tenant_id == tenant.id)
-    if before := request.args.get("before", type=int):
+    if before := query_int("before"):
         query = query.where(AuditEntry.id < before)
     entries = db.session.scalars(query).all()
     return render_console(

@@ -73,6 +73,25 @@ def test_login_starts_a_new_session(client: Any, hr_admin: Any) -> None:
         assert session["_user_id"] != str(hr_admin.id)  # the session token, not the id
 
 
+def test_login_renews_the_session_identifier_so_an_earlier_cookie_stops_working(
+    app: Any, client: Any, hr_admin: Any, conn: Conn
+) -> None:
+    login_as(client, hr_admin)
+    first = client.get_cookie("session").value
+    token = scalar(conn, "SELECT session_token FROM users WHERE id = %s", hr_admin.id)
+    assert client.get("/cycles/").status_code == 200
+
+    elsewhere = app.test_client()
+    login_as(elsewhere, hr_admin)
+
+    assert scalar(conn, "SELECT session_token FROM users WHERE id = %s", hr_admin.id) != token
+    assert elsewhere.get("/cycles/").status_code == 200
+    earlier = app.test_client()
+    earlier.set_cookie("session", first)
+    response = earlier.get("/cycles/")
+    assert (response.status_code, response.headers["Location"]) == (302, "/login?next=%2Fcycles%2F")
+
+
 def test_logout_invalidates_every_copy_of_the_session_cookie(
     app: Any, client: Any, hr_admin: Any
 ) -> None:

@@ -113,7 +113,8 @@ def url(rule: str, arguments: dict[str, Any], endpoint: str) -> str:
 def request(client: Any, method: str, path: str, token: str | None) -> Any:
     if method == "GET":
         return client.get(path)
-    return client.post(path, data={"csrf_token": token} if token else {})
+    # max_id: the newest job a bulk action's confirmation counted (0: none), which it must post
+    return client.post(path, data={"csrf_token": token, "max_id": "0"} if token else {})
 
 
 def logged_in(app: Any, user: Any) -> tuple[Any, str]:

@@ -17,6 +17,7 @@ from tests.support.factories import (
     system_tenant,
 )
 from tests.support.jobs import make_job
+from tests.support.world import build_world
 
 INLINE = re.compile(
     r"<script(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=|javascript:", re.IGNORECASE
@@ -64,3 +65,28 @@ def test_no_page_has_an_inline_script_style_or_event_handler(
             response = client.get(path)
             assert response.status_code == 200, path
             assert not INLINE.findall(response.get_data(as_text=True)), path
+
+
+def test_pages_are_no_store_so_nothing_stays_in_a_cache_after_logout(
+    app: Any, conn: psycopg.Connection[Any]
+) -> None:
+    world = build_world(app, conn)
+    pages = {
+        Role.HR_ADMIN: ["/cycles/", f"/cycles/{world.active_id}", "/my/reviews", "/queues/"],
+        Role.PLATFORM_ADMIN: [
+            f"/jobs/{world.arguments['job_id'][0]}/payload", "/metrics/figures.json", "/audit/",
+        ],
+    }  # fmt: skip
+    for role, paths in pages.items():
+        client = app.test_client()
+        login_as(client, world.users[role])
+        for path in paths:
+            response = client.get(path)
+            assert response.status_code == 200, path
+            assert response.headers["Cache-Control"] == "no-store", path
+    anonymous = app.test_client()
+    for path in ("/login", "/cycles/", "/no-such-page"):
+        assert anonymous.get(path).headers["Cache-Control"] == "no-store", path
+    static = anonymous.get("/static/pauta.css")
+    static.close()
+    assert "no-store" not in static.headers.get("Cache-Control", "")  # may be cached
