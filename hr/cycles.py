@@ -12,10 +12,13 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from hr.errors import InvalidInput, NotFound, StateConflict
+from hr.text import is_one_line
 from models import CycleParticipant, Employee, Review, ReviewCycle
 from models.cycles import CycleStatus
 
 MAX_NAME_LENGTH = 200
+# The name is the subject of every reviewer's e-mail: a line break there would break them all.
+ONE_LINE_NAME = "the name must be one line, without line breaks or control characters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,8 @@ class CycleDetails:
     def check(self) -> None:
         if not self.name.strip() or len(self.name) > MAX_NAME_LENGTH:
             raise InvalidInput(f"the name needs 1 to {MAX_NAME_LENGTH} characters")
+        if not is_one_line(self.name):
+            raise InvalidInput(ONE_LINE_NAME)
         if self.period_end < self.period_start:
             raise InvalidInput("the period must end on or after its first day")
         if self.due_date < self.period_start:

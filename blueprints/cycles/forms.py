@@ -18,8 +18,9 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
 from wtforms.widgets import CheckboxInput, ListWidget
 
-from hr.cycles import MAX_NAME_LENGTH, CycleDetails
+from hr.cycles import MAX_NAME_LENGTH, ONE_LINE_NAME, CycleDetails
 from hr.reviews import MAX_COMMENT_LENGTH, MAX_PEERS
+from hr.text import is_one_line
 
 
 class CycleForm(FlaskForm):
@@ -27,6 +28,10 @@ class CycleForm(FlaskForm):
     period_start = DateField("Period starts", validators=[InputRequired()])
     period_end = DateField("Period ends", validators=[InputRequired()])
     due_date = DateField("Reviews due", validators=[InputRequired()])
+
+    def validate_name(self, field: StringField) -> None:
+        if field.data and not is_one_line(field.data):
+            raise ValidationError(ONE_LINE_NAME.capitalize() + ".")
 
     def validate_period_end(self, field: DateField) -> None:
         if self.period_start.data and field.data and field.data < self.period_start.data:

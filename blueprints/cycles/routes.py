@@ -32,11 +32,13 @@ from hr.activation import activate_cycle
 from hr.cycles import cancel_cycle, change_participants, close_cycle, create_cycle, update_cycle
 from hr.errors import DomainError, NotFound, StateConflict
 from hr.reviews import by_cycle, generate_reviews, reviews_of_reviewer, submit_review
+from hr.wording import review_label
 from models import Employee, Review, ReviewCycle, db
 from models.cycles import CycleStatus, ReviewStatus
 from models.people import Role
 
 bp = Blueprint("cycles", __name__)
+bp.add_app_template_global(review_label)
 
 HR = (Role.HR_STAFF, Role.HR_ADMIN)
 HR_READERS = (Role.HR_STAFF, Role.HR_ADMIN, Role.PLATFORM_ADMIN)

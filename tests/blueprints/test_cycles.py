@@ -187,3 +187,20 @@ def test_an_employee_writes_their_reviews_and_only_theirs(
 def test_hr_users_without_an_employee_record_are_told_so(app: Any, people: dict[str, Any]) -> None:
     client = logged_in(app, people[Role.HR_STAFF])
     assert "not linked to an employee record" in client.get("/my/reviews").get_data(as_text=True)
+
+
+def test_a_cycle_name_with_a_line_break_is_refused_in_the_form(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    client = logged_in(app, people[Role.HR_STAFF])
+    for name in ("H1\r\nBcc: all@acme.example", "H1\nH2", "H1\u2028H2"):
+        answer = post_form(client, "/cycles/new", {"name": name, "period_start": "2026-01-01",
+                           "period_end": "2026-06-30", "due_date": "2026-07-15"},
+                           token_from="/cycles/new")  # fmt: skip
+        assert answer.status_code == 200
+        assert (
+            'id="name-error">The name must be one line, without line breaks or control characters.'
+            in answer.get_data(as_text=True)
+        )
+    assert scalar(conn, "SELECT count(*) FROM review_cycles") == 0
+

@@ -28,6 +28,11 @@ Conn = psycopg.Connection[Any]
         (("H1", date(2026, 6, 30), date(2026, 1, 1), date(2026, 7, 1)), "end on or after"),
         (("H1", date(2026, 1, 1), date(2026, 6, 30), date(2025, 12, 1)), "due date cannot be"),
         (("  ", date(2026, 1, 1), date(2026, 6, 30), date(2026, 7, 1)), "name needs"),
+        (
+            ("H1\r\nBcc: all@x.example", date(2026, 1, 1), date(2026, 6, 30), date(2026, 7, 1)),
+            "name must be one line",
+        ),
+        (("H1\u2028two", date(2026, 1, 1), date(2026, 6, 30), date(2026, 7, 1)), "one line"),
     ],
 )
 def test_details_are_checked(

@@ -209,3 +209,49 @@ def test_two_simultaneous_activations_one_wins_one_is_refused_one_email_per_revi
     )
     assert len(smtp.messages) == reviewers
     assert scalar(conn, "SELECT count(*) FROM jobs") == reviewers
+
+
+def test_a_cycle_name_that_breaks_the_subject_kills_the_notice_at_the_first_attempt(
+    app: Any, client: Any, conn: Conn, database_url: str, workers: list[WorkerProcess],
+    smtp: SmtpServer,
+) -> None:  # fmt: skip
+    admin, cycle, _ = prepare(app, 1)
+    # A name stored before the form refused line breaks.
+    conn.execute("UPDATE review_cycles SET name = E'Spring\\r\\nBcc: all@x.example'")
+    run_worker(workers, database_url, smtp)
+    login_as(client, admin)
+    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+
+    wait_until(lambda: notification(conn)["state"] == "dead")
+    job = notification(conn)
+    assert job["attempt"] == 1
+    assert job["last_error"].startswith(
+        "UnrenderableNotice: the notice cannot be rendered: Header values may not contain"
+    )
+    assert [a["outcome"] for a in attempt_rows(conn, job["id"])] == ["failed"]
+    assert smtp.messages == []
+
+
+def test_the_email_and_my_reviews_name_each_review_alike(
+    app: Any, client: Any, conn: Conn, database_url: str, workers: list[WorkerProcess],
+    smtp: SmtpServer,
+) -> None:  # fmt: skip
+    admin, cycle, people = prepare(app, 6)  # people[0] manages the other five
+    with seeding(app) as session:
+        manager = make_user(session, session.merge(admin).tenant, Role.EMPLOYEE, people[0])
+    run_worker(workers, database_url, smtp)
+    login_as(client, admin)
+    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+
+    wait_until(lambda: smtp.to(people[0].email))
+    mail = smtp.to(people[0].email)[0]
+    text = mail.get_body(("plain",)).get_content()
+    in_mail = re.findall(r"^  - (.+?)\r?$", text, re.MULTILINE)
+    reader = app.test_client()
+    login_as(reader, manager)
+    page = reader.get(f"/my/reviews?cycle={cycle.id}").get_data(as_text=True)
+    on_page = re.findall(r'<span class="review-label">([^<]+)</span>', page)
+    assert in_mail == [label.replace("&#39;", "'") for label in on_page]
+    assert in_mail[0] == "Yourself (self-review)"
+    assert sorted(in_mail[1:]) == sorted(f"{p.name} (your direct report)" for p in people[1:])
+    assert mail["Date"] and mail["Message-ID"].startswith("<review-notice.")
