@@ -48,7 +48,7 @@ REVIEWERS = (Role.EMPLOYEE, Role.HR_STAFF, Role.HR_ADMIN)
 @bp.errorhandler(DomainError)
 def refused(error: DomainError) -> ResponseReturnValue:
     """The domain said no: nothing was changed. 409 for a state conflict over JSON; for HTML,
-    the reason as a flash message on the page the user came from."""
+    the reason as a flash message on the page the user works from."""
     db.session.rollback()
     if isinstance(error, NotFound):
         abort(404)
@@ -56,10 +56,18 @@ def refused(error: DomainError) -> ResponseReturnValue:
         status = 409 if isinstance(error, StateConflict) else 422
         return jsonify(error=str(error)), status
     flash(str(error), "error")
+    return redirect(page_after_refusal(), 303)
+
+
+def page_after_refusal() -> str:
+    """Where the user reads why: the cycle's page for HR, "My reviews" for a reviewer (an
+    employee may not see the cycle pages)."""
     arguments = request.view_args or {}
+    if request.endpoint == "cycles.review_submit":
+        return url_for("cycles.my_reviews")
     if "cycle_id" in arguments:
-        return redirect(url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"]), 303)
-    return redirect(url_for("cycles.cycle_list"), 303)
+        return url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"])
+    return url_for("cycles.cycle_list")
 
 
 @bp.app_template_filter("utc")

@@ -6,9 +6,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from hr.cycles import close_cycle
 from models.people import Role
 from tests.support.db import scalar
 from tests.support.factories import (
+    csrf_token,
     login_as,
     make_cycle,
     make_employees,
@@ -203,4 +205,37 @@ def test_a_cycle_name_with_a_line_break_is_refused_in_the_form(
             in answer.get_data(as_text=True)
         )
     assert scalar(conn, "SELECT count(*) FROM review_cycles") == 0
+
+
+def test_a_refused_submission_lands_on_my_reviews_with_the_reason(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    employees = people["employees"]
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], employees[:8], name="Open now", peers=1,
+                           activate_as=people[Role.HR_ADMIN])  # fmt: skip
+    me = employees[6]  # writes a self-review and a peer review
+    mine = scalar(conn, "SELECT array_agg(id ORDER BY id) FROM reviews WHERE cycle_id = %s"
+                        " AND reviewer_id = %s", cycle.id, me.id)  # fmt: skip
+    client = logged_in(app, people[Role.EMPLOYEE])
+    form = f"/my/reviews/{mine[0]}"
+    token = csrf_token(client, form)  # the form as it was before submitting
+    post_form(client, form, {"rating": "4", "comments": "First."}, token_from=form)
+
+    again = client.post(form, data={"rating": "1", "comments": "Again.", "csrf_token": token})
+    assert (again.status_code, again.headers["Location"]) == (303, "/my/reviews")
+    page = client.get("/my/reviews")
+    assert page.status_code == 200
+    assert "this review was already submitted" in page.get_data(as_text=True)
+    assert scalar(conn, "SELECT rating || comments FROM reviews WHERE id = %s", mine[0]) == (
+        "4First."
+    )
+
+    with seeding(app) as session:
+        close_cycle(session, people["tenant"].id, cycle.id)
+    late = post_form(client, f"/my/reviews/{mine[1]}", {"rating": "3", "comments": "Late."},
+                     token_from=form, follow_redirects=True)  # fmt: skip
+    assert late.status_code == 200 and late.request.path == "/my/reviews"
+    assert "“Open now” is closed: reviews can no longer be submitted" in late.get_data(as_text=True)
+    assert scalar(conn, "SELECT status FROM reviews WHERE id = %s", mine[1]) == "open"
 
