@@ -239,3 +239,33 @@ def test_a_refused_submission_lands_on_my_reviews_with_the_reason(
     assert "“Open now” is closed: reviews can no longer be submitted" in late.get_data(as_text=True)
     assert scalar(conn, "SELECT status FROM reviews WHERE id = %s", mine[1]) == "open"
 
+
+def steps(page: str) -> tuple[list[str], list[str]]:
+    """(every step shown, the steps marked current) of the page's step pills."""
+    pills = re.search(r'<ol class="steps".*?</ol>', page, re.DOTALL)
+    assert pills, "no step pills on the page"
+    shown = re.findall(r">(\d\. \w+)</(?:a|span)>", pills.group(0))
+    return shown, re.findall(r'aria-current="step">([^<]+)<', pills.group(0))
+
+
+def test_the_step_pills_mark_the_page_and_offer_activation_to_hr_admins_only(
+    app: Any, people: dict[str, Any]
+) -> None:
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], people["employees"][:4])
+    everything = ["1. Details", "2. Participants", "3. Reviews", "4. Activate"]
+    pages = {
+        "/cycles/new": "1. Details",
+        f"/cycles/{cycle.id}/edit": "1. Details",
+        f"/cycles/{cycle.id}/participants": "2. Participants",
+        f"/cycles/{cycle.id}/reviews": "3. Reviews",
+    }
+    admin = logged_in(app, people[Role.HR_ADMIN])
+    for path, current in {**pages, f"/cycles/{cycle.id}": "4. Activate"}.items():
+        shown, marked = steps(admin.get(path).get_data(as_text=True))
+        assert (shown, marked) == (everything, [current]), path
+    staff = logged_in(app, people[Role.HR_STAFF])
+    for path, current in pages.items():
+        shown, marked = steps(staff.get(path).get_data(as_text=True))
+        assert "4. Activate" not in shown and marked == [current], path
+    assert steps(staff.get(f"/cycles/{cycle.id}").get_data(as_text=True)) == (everything[:3], [])
