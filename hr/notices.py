@@ -75,6 +75,19 @@ def load_notice(
     return ReviewerNotice(**row, reviews=list(labels))
 
 
+def record_start(
+    connection: psycopg.Connection[Any], tenant_id: int, notice: ReviewerNotice, job_id: int,
+    attempt: int,
+) -> None:  # fmt: skip
+    """Say that a worker thread has begun this attempt: the cycle page shows it "sending"."""
+    connection.execute(
+        "INSERT INTO review_notice_starts (job_id, tenant_id, cycle_id, reviewer_id, attempt)"
+        " VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, started_at = now()",
+        (job_id, tenant_id, notice.cycle_id, notice.reviewer_id, attempt),
+    )
+
+
 class UnrenderableNotice(PermanentError):
     """The notice cannot be made into an e-mail (a header that cannot hold the cycle's name,
     say): rendering is deterministic, so no retry could succeed."""

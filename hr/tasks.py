@@ -11,7 +11,7 @@ import os
 from functools import cache
 
 from hr.mail import MailSettings, send
-from hr.notices import load_notice, render_notice
+from hr.notices import load_notice, record_start, render_notice
 from jobqueue import JobContext, PermanentError, RetryPolicy, task
 
 # Also the predicate of the dedup index jobs_notify_reviewer_key (models/cycles.py), which this
@@ -37,8 +37,9 @@ def notify_reviewer(ctx: JobContext, cycle_id: int, reviewer_id: int) -> None:
     """Send reviewer ``reviewer_id`` the e-mail for cycle ``cycle_id`` of the job's tenant."""
     with ctx.connection() as connection:
         notice = load_notice(connection, ctx.tenant_id, cycle_id, reviewer_id)
-    if notice is None:
-        raise PermanentError(f"employee {reviewer_id} has no review in cycle {cycle_id}")
+        if notice is None:
+            raise PermanentError(f"employee {reviewer_id} has no review in cycle {cycle_id}")
+        record_start(connection, ctx.tenant_id, notice, ctx.job_id, ctx.attempt)
     if notice.cycle_status != "active":
         raise PermanentError(
             f"cycle {notice.cycle_name!r} is {notice.cycle_status}; the notice is no longer due"

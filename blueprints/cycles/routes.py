@@ -3,6 +3,7 @@ commit, flash, redirect. Refusals from the domain are answered in one place
 (:func:`refused`)."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import (
     Blueprint,
@@ -117,18 +118,34 @@ def cycle_edit(cycle_id: int) -> ResponseReturnValue:
 @role_required(*HR_READERS)
 def cycle_detail(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
-    notifications = delivery.deliveries(db.session, cycle)
     return render_template(
         "cycles/cycle_detail.html",
-        cycle=cycle,
-        participants=progress.participant_count(db.session, cycle),
-        counts=progress.status_counts(db.session, cycle),
-        reviewers=progress.reviewer_progress(db.session, cycle),
+        **cycle_progress_of(cycle),
         reviewees=progress.reviewee_progress(db.session, cycle),
-        notifications=notifications,
-        delivery_counts=delivery.delivery_counts(notifications),
         action_form=ActionForm(),
     )
+
+
+@bp.get("/cycles/<int:cycle_id>/progress")
+@role_required(*HR_READERS)
+def cycle_progress(cycle_id: int) -> ResponseReturnValue:
+    """The part of the cycle page that changes by itself, for its script to refresh."""
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    return render_template("cycles/_cycle_progress.html", **cycle_progress_of(cycle))
+
+
+def cycle_progress_of(cycle: ReviewCycle) -> dict[str, Any]:
+    """What cycles/_cycle_progress.html shows."""
+    notifications = delivery.deliveries(db.session, cycle)
+    return {
+        "cycle": cycle,
+        "participants": progress.participant_count(db.session, cycle),
+        "counts": progress.status_counts(db.session, cycle),
+        "reviewers": progress.reviewer_progress(db.session, cycle),
+        "notifications": notifications,
+        "delivery_counts": delivery.delivery_counts(notifications),
+        "refreshing": cycle.status == CycleStatus.ACTIVE and delivery.still_pending(notifications),
+    }
 
 
 @bp.route("/cycles/<int:cycle_id>/participants", methods=["GET", "POST"])
