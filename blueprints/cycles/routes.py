@@ -166,7 +166,13 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
     )
     if form.validate_on_submit():
         add, remove = form.changes()
-        change = change_participants(db.session, cycle.tenant_id, cycle.id, add, remove)
+        change = change_participants(
+            db.session, cycle.tenant_id, cycle.id, add, remove, agreed_drops=form.agreed_drops()
+        )
+        if not change.applied:
+            return render_template(
+                "cycles/participants_confirm.html", cycle=cycle, form=form, change=change
+            )
         db.session.commit()
         flash(change.summary, "success")
         return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id, **request.args))
@@ -176,6 +182,7 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
         filters=filters,
         form=form,
         total=progress.participant_count(db.session, cycle),
+        reviews=sum(progress.status_counts(db.session, cycle).values()),
     )
 
 

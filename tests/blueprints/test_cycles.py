@@ -5,6 +5,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from werkzeug.datastructures import MultiDict
 
 from hr.cycles import close_cycle
 from models.people import Role
@@ -269,3 +270,44 @@ def test_the_step_pills_mark_the_page_and_offer_activation_to_hr_admins_only(
         shown, marked = steps(staff.get(path).get_data(as_text=True))
         assert "4. Activate" not in shown and marked == [current], path
     assert steps(staff.get(f"/cycles/{cycle.id}").get_data(as_text=True)) == (everything[:3], [])
+
+
+def hidden_fields(page: str) -> list[tuple[str, str]]:
+    """The hidden inputs of the page's forms, as a browser would post them."""
+    return re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page)
+
+
+def test_a_participant_change_that_drops_reviews_asks_first_and_keeps_the_rest(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    employees = people["employees"]
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], employees[:6])  # 0 manages 1 to 5
+    reviews = "SELECT string_agg(id || kind, ',' ORDER BY id) FROM reviews"
+    before = scalar(conn, reviews)
+    client = logged_in(app, people[Role.HR_STAFF])
+    path = f"/cycles/{cycle.id}/participants"
+    page = client.get(path).get_data(as_text=True)
+    assert "This draft has 11 generated reviews." in page
+    shown = re.search(r'name="shown" type="hidden" value="([\d,]+)"', page).group(1)  # type: ignore[union-attr]
+    keep = [e.id for e in employees[:6] if e.id != employees[5].id]
+
+    asked = post_form(client, path, {"shown": shown, "employees": keep, "save": "Save selection"},
+                      token_from=path)  # fmt: skip
+    page = asked.get_data(as_text=True)
+    assert asked.status_code == 200
+    assert "Drop 2 generated reviews?" in page
+    assert "drops 2 generated reviews that no longer apply; the other 9 stay." in page
+    assert scalar(conn, reviews) == before
+    assert scalar(conn, "SELECT count(*) FROM cycle_participants") == 6
+
+    confirmed = client.post(path, data=MultiDict(hidden_fields(page)))
+    assert confirmed.status_code == 302
+    assert scalar(conn, "SELECT count(*) FROM cycle_participants") == 5
+    assert scalar(conn, "SELECT count(*) FROM reviews WHERE reviewee_id = %s", employees[5].id) == 0
+    assert set(scalar(conn, reviews).split(",")) < set(before.split(","))  # same ids, 2 fewer
+    assert len(scalar(conn, reviews).split(",")) == 9
+    flashed = client.get(path).get_data(as_text=True)
+    assert "0 participants added, 1 removed. Generated reviews: 9 kept, 2 dropped, 0 added." in (
+        flashed
+    )
