@@ -194,7 +194,7 @@ def test_five_thousand_employees_are_imported_in_the_background_with_a_report(
         counts = {kind: tab.locator(f"[data-count='{kind}']").text_content()
                   for kind in ("created", "updated", "unchanged", "refused")}  # fmt: skip
         assert counts == {"created": "4,750", "updated": "50", "unchanged": "150", "refused": "50"}
-        screenshot(tab, "import-report")
+        tab.screenshot(path=console.ARTIFACTS / "import-report.png")  # the top: docs/screenshots
         assert scalar(conn, "SELECT count(*) FROM employees") == GOOD_ROWS
 
         versions = (

@@ -27,10 +27,6 @@
     }
 
     async function tick() {
-      if (region.querySelector("[data-refresh-done]")) {
-        say(`up to date ${clock()}`);
-        return;
-      }
       if (!document.hidden) {
         try {
           await refresh();
@@ -38,6 +34,10 @@
         } catch (error) {
           say(`not updated: ${error.message}`, true);
         }
+      }
+      if (region.querySelector("[data-refresh-done]")) {
+        say(`up to date ${clock()}`);
+        return;
       }
       setTimeout(tick, every);
     }
