@@ -48,14 +48,15 @@ def start_import(
     the unique index, whether another import is under way (and, only then, whether that one
     was abandoned).
     """
+    name = readable(filename)
     try:
         upload = read_upload(raw)
     except FileRefused as error:
-        raise InvalidInput(f"{readable(filename)} cannot be imported: {error}.") from None
+        raise InvalidInput(f"{name} cannot be imported: {error}.") from None
     stored = {
         "tenant_id": tenant_id,
         "created_by": actor.id if actor else None,
-        "filename": readable(filename),
+        "filename": name,
         "content": upload.text,
         "total_rows": upload.rows,
     }
@@ -67,13 +68,15 @@ def start_import(
         raise StateConflict(_under_way(session, tenant_id))
     job_id = enqueue(session, IMPORT_EMPLOYEES, {"import_id": import_id}, tenant_id=tenant_id)
     session.execute(
-        update(EmployeeImport).where(EmployeeImport.id == import_id).values(job_id=job_id)
+        update(EmployeeImport)
+        .where(EmployeeImport.tenant_id == tenant_id, EmployeeImport.id == import_id)
+        .values(job_id=job_id)
     )
-    if actor is not None:
+    if actor is not None:  # affected: the one job enqueued
+        details = {"file": name, "rows": upload.rows}
         record(session, actor, AuditAction.EMPLOYEE_IMPORT, AuditTarget.EMPLOYEE_IMPORT,
-               import_id, tenant_id=tenant_id, affected=0,
-               details={"file": stored["filename"], "rows": upload.rows})  # fmt: skip
-    return StartedImport(import_id, stored["filename"], upload.rows, job_id)
+               import_id, tenant_id=tenant_id, details=details)  # fmt: skip
+    return StartedImport(import_id, name, upload.rows, job_id)
 
 
 def _insert(session: Session, stored: dict[str, Any]) -> int | None:
@@ -107,7 +110,7 @@ def settle_abandoned(session: Session, tenant_id: int) -> None:
     a crash, cancelled by an operator) or gone, so they no longer block the next one."""
     abandoned = session.execute(
         select(EmployeeImport, Job.state)
-        .outerjoin(Job, Job.id == EmployeeImport.job_id)
+        .outerjoin(Job, (Job.id == EmployeeImport.job_id) & (Job.tenant_id == tenant_id))
         .where(
             EmployeeImport.tenant_id == tenant_id,
             EmployeeImport.state.in_(UNDER_WAY),
@@ -126,7 +129,9 @@ def job_over(session: Session, started: EmployeeImport) -> str | None:
     did: the import will not move any more. None while the job may still run it."""
     if started.state not in UNDER_WAY:
         return None
-    state = session.scalar(select(Job.state).where(Job.id == started.job_id))
+    state = session.scalar(
+        select(Job.state).where(Job.id == started.job_id, Job.tenant_id == started.tenant_id)
+    )
     if state is None:
         return "pruned"
     return state if state in JOB_OVER else None
