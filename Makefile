@@ -11,8 +11,8 @@ INSTALLED := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_INSTALLED := $(BENCH_VENV)/.installed
 NODE_INSTALLED := node_modules/.package-lock.json
-ASSETS := static/gen/console.js
-ASSET_SOURCES := $(wildcard static/console/*) static/pauta.css blueprints/assets.py
+ASSETS := static/gen/console.js static/gen/hr.js
+ASSET_SOURCES := $(wildcard static/console/* static/hr/*) static/pauta.css blueprints/assets.py
 
 .PHONY: run test lint bench chaos mutants clean
 
@@ -48,7 +48,7 @@ $(NODE_INSTALLED): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-$(ASSETS): $(INSTALLED) $(NODE_INSTALLED) $(ASSET_SOURCES)
+$(ASSETS) &: $(INSTALLED) $(NODE_INSTALLED) $(ASSET_SOURCES)
 	$(PY) -m blueprints.assets
 
 $(BENCH_INSTALLED): pyproject.toml bench/requirements-peers.txt

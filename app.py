@@ -17,10 +17,13 @@ from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
 from blueprints.health import bp as health_bp
 from blueprints.metrics import bp as metrics_bp
+from blueprints.people import bp as people_bp
 from blueprints.queues import bp as queues_bp
+from commands.employees import employees_cli
 from commands.jobs import jobs_cli
 from commands.seed import seed_demo_command
 from commands.users import users_cli
+from hr.employee_csv import MAX_BYTES as EMPLOYEE_FILE_MAX_BYTES
 from hr.throttle import LoginLimits
 from jobqueue.registry import import_task_modules
 from models import db
@@ -46,6 +49,8 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         PAUTA_LOGIN_LIMITS=LoginLimits.from_environ(os.environ),
         # How many reverse proxies in front of gunicorn add to X-Forwarded-For (0: none)
         PAUTA_TRUSTED_PROXIES=os.environ.get("PAUTA_TRUSTED_PROXIES", "0"),
+        # The largest request body: an employee file and the rest of its form.
+        MAX_CONTENT_LENGTH=EMPLOYEE_FILE_MAX_BYTES + 64 * 1024,
     )
     app.config.update(overrides or {})
     if not app.config["DATABASE_URL"]:
@@ -71,8 +76,10 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(metrics_bp)
     app.register_blueprint(auth_bp)
     app.register_blueprint(cycles_bp)
+    app.register_blueprint(people_bp)
     app.cli.add_command(jobs_cli)
     app.cli.add_command(users_cli)
+    app.cli.add_command(employees_cli)
     app.cli.add_command(seed_demo_command)
     return app
 

@@ -1,4 +1,5 @@
-"""The console's browser code, bundled by Flask-Assets into static/gen/ (not committed).
+"""The browser code of the console and of the HR pages, bundled by Flask-Assets into
+static/gen/ (not committed).
 
 Chart.js comes from npm (``package.json`` pins it; ``npm ci`` puts it in ``node_modules/``) and
 is concatenated with our own scripts into one file served from this site, so the
@@ -39,6 +40,8 @@ BUNDLES = {
         "console/charts.js",
         output="gen/console.js",
     ),
+    # The HR pages' own scripts (no third-party code): select-all, self-refreshing regions.
+    "hr_js": Bundle("hr/participants.js", "hr/refresh.js", output="gen/hr.js"),
     "pauta_css": Bundle("pauta.css", "console/console.css", output="gen/pauta.css"),
 }
 

@@ -12,10 +12,14 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from hr.errors import InvalidInput, NotFound, StateConflict
+from hr.review_plan import GeneratedReview, Rework, rework_reviews
+from hr.text import is_one_line
 from models import CycleParticipant, Employee, Review, ReviewCycle
-from models.cycles import CycleStatus
+from models.cycles import CycleStatus, ReviewStatus
 
 MAX_NAME_LENGTH = 200
+# The name is the subject of every reviewer's e-mail: a line break there would break them all.
+ONE_LINE_NAME = "the name must be one line, without line breaks or control characters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,8 @@ class CycleDetails:
     def check(self) -> None:
         if not self.name.strip() or len(self.name) > MAX_NAME_LENGTH:
             raise InvalidInput(f"the name needs 1 to {MAX_NAME_LENGTH} characters")
+        if not is_one_line(self.name):
+            raise InvalidInput(ONE_LINE_NAME)
         if self.period_end < self.period_start:
             raise InvalidInput("the period must end on or after its first day")
         if self.due_date < self.period_start:
@@ -38,20 +44,36 @@ class CycleDetails:
 
 @dataclass(frozen=True, slots=True)
 class ParticipantChange:
+    """A change of participants, made (``applied``) or waiting for the user to agree to the
+    generated reviews it drops."""
+
     added: int
     removed: int
-    reviews_discarded: int  # generated reviews dropped because the people changed
+    reviews_kept: int
+    reviews_dropped: int  # generated reviews that no longer apply
+    reviews_added: int  # for newcomers, and anyone left without their self or manager review
+    applied: bool
+
+    @property
+    def warning(self) -> str:
+        """What the change would do, for the user to agree to before it is made."""
+        kept = f"; the other {self.reviews_kept} stay" if self.reviews_kept else ""
+        added = f"; {self.reviews_added} will be added" if self.reviews_added else ""
+        return (
+            f"Adding {self.added} and removing {self.removed} participants drops "
+            f"{self.reviews_dropped} generated reviews that no longer apply{added}{kept}."
+        )
 
     @property
     def summary(self) -> str:
-        """One sentence for the user."""
+        """One sentence for the user, once made."""
         if not (self.added or self.removed):
             return "No change to the participants."
         text = f"{self.added} participants added, {self.removed} removed."
-        if self.reviews_discarded:
+        if self.reviews_dropped or self.reviews_added:
             text += (
-                f" The {self.reviews_discarded} generated reviews no longer matched and were"
-                " discarded: generate them again."
+                f" Generated reviews: {self.reviews_kept} kept, {self.reviews_dropped} dropped,"
+                f" {self.reviews_added} added."
             )
         return text
 
@@ -107,11 +129,20 @@ def update_cycle(
 
 
 def change_participants(
-    session: Session, tenant_id: int, cycle_id: int, add: set[int], remove: set[int]
+    session: Session,
+    tenant_id: int,
+    cycle_id: int,
+    add: set[int],
+    remove: set[int],
+    *,
+    agreed_drops: int = 0,
 ) -> ParticipantChange:
     """Add and remove employees (ids of the cycle's tenant) while the cycle is a draft.
 
-    The generated reviews no longer match a changed list, so they are discarded.
+    The generated reviews are reworked (:func:`hr.review_plan.rework_reviews`): those that still
+    apply stay. A change that drops reviews is made only if ``agreed_drops`` is the number it
+    drops, i.e. once the user has been told; otherwise nothing changes and the result says
+    ``applied=False``.
     """
     cycle = lock_cycle(session, tenant_id, cycle_id)
     require_status(cycle, CycleStatus.DRAFT, "given other participants")
@@ -129,6 +160,55 @@ def change_participants(
         )
     )
     to_add, to_remove = add - current, remove & current
+    rework = _rework(session, tenant_id, cycle_id, current, to_add, to_remove)
+    change = ParticipantChange(
+        len(to_add),
+        len(to_remove),
+        len(rework.kept),
+        len(rework.dropped),
+        len(rework.added),
+        applied=not rework.dropped or agreed_drops == len(rework.dropped),
+    )
+    if change.applied:
+        _apply(session, tenant_id, cycle_id, to_add, to_remove, rework)
+    return change
+
+
+def _rework(
+    session: Session,
+    tenant_id: int,
+    cycle_id: int,
+    current: set[int],
+    to_add: set[int],
+    to_remove: set[int],
+) -> Rework:
+    reviews = [
+        GeneratedReview(*row)
+        for row in session.execute(
+            select(Review.id, Review.reviewer_id, Review.reviewee_id, Review.kind).where(
+                Review.cycle_id == cycle_id, Review.tenant_id == tenant_id
+            )
+        )
+    ]
+    if not reviews or not (to_add or to_remove):  # no change: the reviews stay as they are
+        return Rework([review.id for review in reviews], [], [])
+    participants = (current | to_add) - to_remove
+    managers = session.execute(
+        select(Employee.id, Employee.manager_id).where(
+            Employee.tenant_id == tenant_id, Employee.id.in_(participants)
+        )
+    )
+    return rework_reviews(reviews, {person: manager for person, manager in managers}, to_add)
+
+
+def _apply(
+    session: Session,
+    tenant_id: int,
+    cycle_id: int,
+    to_add: set[int],
+    to_remove: set[int],
+    rework: Rework,
+) -> None:
     if to_add:
         session.execute(
             insert(CycleParticipant),
@@ -141,10 +221,23 @@ def change_participants(
                 CycleParticipant.employee_id.in_(to_remove),
             )
         )
-    discarded = 0
-    if to_add or to_remove:
-        discarded = session.execute(delete(Review).where(Review.cycle_id == cycle_id)).rowcount
-    return ParticipantChange(len(to_add), len(to_remove), discarded)
+    if rework.dropped:
+        session.execute(delete(Review).where(Review.id.in_(rework.dropped)))
+    if rework.added:
+        session.execute(
+            insert(Review),
+            [
+                {
+                    "tenant_id": tenant_id,
+                    "cycle_id": cycle_id,
+                    "reviewer_id": item.reviewer_id,
+                    "reviewee_id": item.reviewee_id,
+                    "kind": item.kind,
+                    "status": ReviewStatus.PENDING,
+                }
+                for item in rework.added
+            ],
+        )
 
 
 def cancel_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:

@@ -1,8 +1,10 @@
 """Delivery of a cycle's notifications, read from the engine's rows (``jobs``, ``job_attempts``).
 
-Each reviewer's e-mail is one ``hr.notify_reviewer`` job; its state says where the e-mail is.
-The look-up by (tenant, task, cycle) is served by the dedup index ``jobs_notify_reviewer_key``.
-Always scoped to the cycle's tenant.
+Each reviewer's e-mail is one ``hr.notify_reviewer`` job; its state says where the e-mail is,
+except that a worker claims jobs ahead of its threads (prefetch): a ``running`` job is being
+sent only once the task has recorded the attempt's start in ``review_notice_starts``; before
+that it is still waiting, "queued". The look-up by (tenant, task, cycle) is served by the dedup
+index ``jobs_notify_reviewer_key``. Always scoped to the cycle's tenant.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,10 @@ from sqlalchemy import BigInteger, Select, func, select
 from sqlalchemy.orm import Session
 
 from hr.tasks import NOTIFY_REVIEWER
-from models import Job, JobAttempt, ReviewCycle
+from models import Job, JobAttempt, ReviewCycle, ReviewNoticeStart
+
+# Notifications that may still change by themselves: the cycle page keeps refreshing for them.
+PENDING = frozenset({"queued", "sending", "retrying"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +32,16 @@ class Delivery:
     finished_at: datetime | None
     last_error: str | None
     waiting: bool  # available_at is still in the future (database time)
+    started: bool  # a worker thread has begun this attempt (not just claimed it)
 
     @property
     def status(self) -> str:
         """queued, sending, retrying, delivered, dead or cancelled."""
         if self.state == "available":
             return "retrying" if self.attempt else "queued"
-        return {"running": "sending", "succeeded": "delivered"}.get(self.state, self.state)
+        if self.state == "running":
+            return "sending" if self.started else "queued"
+        return {"succeeded": "delivered"}.get(self.state, self.state)
 
     @property
     def next_try_at(self) -> datetime | None:
@@ -51,20 +59,25 @@ class DeliveryAttempt:
 
 
 def _deliveries(cycle: ReviewCycle) -> Select[Any]:
-    return select(
-        Job.id,
-        Job.payload["reviewer_id"].astext.cast(BigInteger),
-        Job.state,
-        Job.attempt,
-        Job.max_attempts,
-        Job.available_at,
-        Job.finished_at,
-        Job.last_error,
-        Job.available_at > func.now(),
-    ).where(
-        Job.tenant_id == cycle.tenant_id,
-        Job.task == NOTIFY_REVIEWER,
-        Job.payload["cycle_id"].astext == str(cycle.id),
+    return (
+        select(
+            Job.id,
+            Job.payload["reviewer_id"].astext.cast(BigInteger),
+            Job.state,
+            Job.attempt,
+            Job.max_attempts,
+            Job.available_at,
+            Job.finished_at,
+            Job.last_error,
+            Job.available_at > func.now(),
+            func.coalesce(ReviewNoticeStart.attempt == Job.attempt, False),
+        )
+        .outerjoin(ReviewNoticeStart, ReviewNoticeStart.job_id == Job.id)
+        .where(
+            Job.tenant_id == cycle.tenant_id,
+            Job.task == NOTIFY_REVIEWER,
+            Job.payload["cycle_id"].astext == str(cycle.id),
+        )
     )
 
 
@@ -94,6 +107,11 @@ def delivery_attempts(session: Session, job_id: int) -> list[DeliveryAttempt]:
         .order_by(JobAttempt.attempt)
     )
     return [DeliveryAttempt(*row) for row in rows]
+
+
+def still_pending(found: dict[int, Delivery]) -> bool:
+    """Whether any notification may still change state by itself."""
+    return any(item.status in PENDING for item in found.values())
 
 
 def delivery_counts(found: dict[int, Delivery]) -> dict[str, int]:

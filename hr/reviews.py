@@ -1,12 +1,6 @@
-"""Reviews: generating them for a draft cycle, and an employee submitting one.
+"""Reviews: generating them for a draft cycle (the plan is :mod:`hr.review_plan`), and an
+employee submitting one."""
 
-Generation asks each participant for a self-review, their manager for a manager review, and,
-when asked, ``peers`` colleagues who share their manager for peer reviews. Colleagues are picked
-by rotation (the next ones in id order), so every participant writes as many peer reviews as
-they receive and a second generation picks the same people.
-"""
-
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime
 from itertools import groupby
@@ -16,40 +10,11 @@ from sqlalchemy.orm import Session, aliased
 
 from hr.cycles import lock_cycle, require_status
 from hr.errors import InvalidInput, NotFound, StateConflict
+from hr.review_plan import plan_reviews
 from models import CycleParticipant, Employee, Review, ReviewCycle
 from models.cycles import CycleStatus, ReviewKind, ReviewStatus
 
-MAX_PEERS = 5
 MAX_COMMENT_LENGTH = 5000
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    reviewer_id: int
-    reviewee_id: int
-    kind: ReviewKind
-
-
-def plan_reviews(people: dict[int, int | None], peers: int) -> list[Assignment]:
-    """The reviews for participants ``{employee id: manager id}``; pure, for easy testing."""
-    if not 0 <= peers <= MAX_PEERS:
-        raise InvalidInput(f"peers per person must be between 0 and {MAX_PEERS}")
-    plan = [Assignment(person, person, ReviewKind.SELF) for person in sorted(people)]
-    plan += [
-        Assignment(manager, person, ReviewKind.MANAGER)
-        for person, manager in sorted(people.items())
-        if manager is not None
-    ]
-    teams: defaultdict[int | None, list[int]] = defaultdict(list)
-    for person, manager in sorted(people.items()):
-        teams[manager].append(person)
-    for team in teams.values():
-        for position, person in enumerate(team):
-            colleagues = min(peers, len(team) - 1)
-            for step in range(1, colleagues + 1):
-                reviewer = team[(position + step) % len(team)]
-                plan.append(Assignment(reviewer, person, ReviewKind.PEER))
-    return plan
 
 
 def generate_reviews(session: Session, tenant_id: int, cycle_id: int, peers: int) -> int:

@@ -1,23 +1,29 @@
-"""The review cycle's background task: e-mail each reviewer that their reviews are open.
+"""HR's background tasks: e-mail each reviewer that their reviews are open; import employees.
 
-Imported by the worker (``--tasks hr.tasks``) and by the web app (which enqueues it); it does not
-import Flask or the models, so the worker stays free of the web application.
+Imported by the worker (``--tasks hr.tasks``) and by the web app (which enqueues them); it does
+not import Flask or the models, so the worker stays free of the web application.
 
-Retries: up to 5 attempts, full-jitter backoff from ``PAUTA_MAIL_RETRY_BASE_SECONDS`` (default
-10 s, doubling) capped at 5 minutes. The variable is read once, at import; tests set it low.
+Retries of a notification: up to 5 attempts, full-jitter backoff from
+``PAUTA_MAIL_RETRY_BASE_SECONDS`` (default 10 s, doubling) capped at 5 minutes. The variable is
+read once, at import; tests set it low. An import is tried 3 times (it resumes where the last
+committed batch ended); after the last failure, or a permanent one, the import is marked failed
+with the error.
 """
 
 import os
 from functools import cache
 
+from hr.import_job import fail_import, run_import
 from hr.mail import MailSettings, send
-from hr.notices import load_notice, render_notice
+from hr.notices import load_notice, record_start, render_notice
 from jobqueue import JobContext, PermanentError, RetryPolicy, task
 
 # Also the predicate of the dedup index jobs_notify_reviewer_key (models/cycles.py), which this
 # module must not import; tests/hr/test_tasks.py holds the two equal.
 NOTIFY_REVIEWER = "hr.notify_reviewer"
 NOTIFICATIONS_QUEUE = "notifications"
+IMPORT_EMPLOYEES = "hr.import_employees"
+IMPORTS_QUEUE = "default"  # served by `make run` and the systemd example
 
 MAIL_RETRY = RetryPolicy(
     max_attempts=5,
@@ -25,6 +31,8 @@ MAIL_RETRY = RetryPolicy(
     factor=2.0,
     cap_seconds=300.0,
 )
+
+IMPORT_RETRY = RetryPolicy(max_attempts=3, base_seconds=5.0, factor=2.0, cap_seconds=60.0)
 
 
 @cache
@@ -37,11 +45,24 @@ def notify_reviewer(ctx: JobContext, cycle_id: int, reviewer_id: int) -> None:
     """Send reviewer ``reviewer_id`` the e-mail for cycle ``cycle_id`` of the job's tenant."""
     with ctx.connection() as connection:
         notice = load_notice(connection, ctx.tenant_id, cycle_id, reviewer_id)
-    if notice is None:
-        raise PermanentError(f"employee {reviewer_id} has no review in cycle {cycle_id}")
+        if notice is None:
+            raise PermanentError(f"employee {reviewer_id} has no review in cycle {cycle_id}")
+        record_start(connection, ctx.tenant_id, notice, ctx.job_id, ctx.attempt)
     if notice.cycle_status != "active":
         raise PermanentError(
             f"cycle {notice.cycle_name!r} is {notice.cycle_status}; the notice is no longer due"
         )
     settings = mail_settings()
     send(render_notice(notice, settings, ctx.tenant_id), settings)
+
+
+@task(IMPORT_EMPLOYEES, queue=IMPORTS_QUEUE, retry=IMPORT_RETRY, pass_context=True)
+def import_employees(ctx: JobContext, import_id: int) -> None:
+    """Apply employee import ``import_id`` of the job's tenant (:mod:`hr.import_job`)."""
+    try:
+        run_import(ctx.connection, ctx.tenant_id, import_id)
+    except Exception as error:
+        if isinstance(error, PermanentError) or ctx.attempt >= ctx.job.max_attempts:
+            reason = f"{type(error).__name__}: {error}"
+            fail_import(ctx.connection, ctx.tenant_id, import_id, reason)
+        raise

@@ -25,7 +25,8 @@ class Base(DeclarativeBase):
 db = SQLAlchemy(model_class=Base)
 
 from models.audit import AuditEntry  # noqa: E402
-from models.cycles import CycleParticipant, Review, ReviewCycle  # noqa: E402
+from models.cycles import CycleParticipant, Review, ReviewCycle, ReviewNoticeStart  # noqa: E402
+from models.imports import EmployeeImport, EmployeeImportRow  # noqa: E402
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
 from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
@@ -38,6 +39,8 @@ __all__ = [
     "AuditEntry",
     "CycleParticipant",
     "Employee",
+    "EmployeeImport",
+    "EmployeeImportRow",
     "Job",
     "JobAttempt",
     "JobStatsMinute",
@@ -47,6 +50,7 @@ __all__ = [
     "QueueDepthMinute",
     "Review",
     "ReviewCycle",
+    "ReviewNoticeStart",
     "Tenant",
     "User",
     "Worker",

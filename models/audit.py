@@ -1,5 +1,6 @@
-"""The audit log: every action an operator took in the console, written in the same transaction
-as the action itself, so an action and its record commit or vanish together."""
+"""The audit log: every action an operator took in the console (and an HR admin's employee
+imports), written in the same transaction as the action itself, so an action and its record
+commit or vanish together."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -22,6 +23,7 @@ class AuditAction(StrEnum):
     QUEUE_PAUSE = "queue.pause"
     QUEUE_RESUME = "queue.resume"
     WORKER_DRAIN = "worker.drain"  # a graceful shutdown asked through the workers table
+    EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
 
 
 class AuditTarget(StrEnum):
@@ -29,6 +31,7 @@ class AuditTarget(StrEnum):
     FAILURE_GROUP = "failure_group"  # target_id: the fingerprint; details list the job ids
     QUEUE = "queue"  # target_id: the queue's name
     WORKER = "worker"  # target_id: the workers row's id, or "all"
+    EMPLOYEE_IMPORT = "employee_import"  # target_id: the employee_imports row's id
 
 
 class AuditEntry(db.Model):

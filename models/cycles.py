@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Identity,
     Index,
+    Integer,
     SmallInteger,
     Text,
     UniqueConstraint,
@@ -129,6 +130,33 @@ class Review(db.Model):
     rating: Mapped[int | None] = mapped_column(SmallInteger)
     comments: Mapped[str] = mapped_column(Text, server_default=text("''"))
     submitted_at: Mapped[datetime | None]
+
+
+class ReviewNoticeStart(db.Model):
+    """The attempt of a reviewer's notification job that a worker thread has started.
+
+    A worker claims jobs ahead of its threads (prefetch): a claimed job is ``running`` in
+    ``jobs`` while it still waits in the worker's buffer. The task writes this row as its
+    first act, so the cycle page can say "sending" only for the attempt a thread has begun.
+    """
+
+    __tablename__ = "review_notice_starts"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "cycle_id"],
+            ["review_cycles.tenant_id", "review_cycles.id"],
+            ondelete="CASCADE",
+        ),
+        ForeignKeyConstraint(["tenant_id", "reviewer_id"], ["employees.tenant_id", "employees.id"]),
+    )
+
+    # The notification job; no foreign key, as finished jobs are pruned.
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
+    cycle_id: Mapped[int] = mapped_column(BigInteger)
+    reviewer_id: Mapped[int] = mapped_column(BigInteger)
+    attempt: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
 # One notification per reviewer and cycle, whatever the calling code does: a second job row for

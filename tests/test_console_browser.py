@@ -263,7 +263,9 @@ def test_the_cycle_pages_script_still_works_under_the_content_security_policy(
     with watched_tab(browser, server, hr_staff) as tab:
         tab.goto(f"/cycles/{cycle.id}/participants")
         toggle = tab.get_by_label("Tick everyone shown")
-        expect(toggle).to_be_visible()  # static/cycles.js ran: it unhides the switch
+        expect(
+            toggle
+        ).to_be_visible()  # the hr bundle (static/hr/participants.js) ran: it unhides the switch
         toggle.check()
         boxes = tab.locator("input[type=checkbox][name=employees]")
         expect(boxes).to_have_count(len(people))

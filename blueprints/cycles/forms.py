@@ -19,8 +19,10 @@ from wtforms.validators import DataRequired, InputRequired, Length, NumberRange,
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from blueprints.inputs import as_id
-from hr.cycles import MAX_NAME_LENGTH, CycleDetails
-from hr.reviews import MAX_COMMENT_LENGTH, MAX_PEERS
+from hr.cycles import MAX_NAME_LENGTH, ONE_LINE_NAME, CycleDetails
+from hr.review_plan import MAX_PEERS
+from hr.reviews import MAX_COMMENT_LENGTH
+from hr.text import is_one_line
 
 
 class CycleForm(FlaskForm):
@@ -28,6 +30,10 @@ class CycleForm(FlaskForm):
     period_start = DateField("Period starts", validators=[InputRequired()])
     period_end = DateField("Period ends", validators=[InputRequired()])
     due_date = DateField("Reviews due", validators=[InputRequired()])
+
+    def validate_name(self, field: StringField) -> None:
+        if field.data and not is_one_line(field.data):
+            raise ValidationError(ONE_LINE_NAME.capitalize() + ".")
 
     def validate_period_end(self, field: DateField) -> None:
         if self.period_start.data and field.data and field.data < self.period_start.data:
@@ -85,11 +91,13 @@ class ParticipantsForm(FlaskForm):
     """The employees shown (after filtering) and which of them take part.
 
     ``shown`` lists every employee on the page, so that unticking one removes them while the
-    employees filtered out stay as they are.
+    employees filtered out stay as they are. The confirmation page posts the same fields again,
+    with ``dropping``.
     """
 
     employees = MultiCheckboxField("Participants", coerce=int, validate_choice=True)
     shown = HiddenField()  # ids of the employees on the page, comma-separated
+    dropping = HiddenField()  # how many generated reviews the user agreed to drop
     save = SubmitField("Save selection")
     add_all = SubmitField("Add everyone shown")
     remove_all = SubmitField("Remove everyone shown")
@@ -112,6 +120,11 @@ class ParticipantsForm(FlaskForm):
             return set(), shown
         ticked = set(self.employees.data or []) & shown
         return ticked, shown - ticked
+
+    def agreed_drops(self) -> int:
+        """The number of generated reviews the confirmation page told the user it drops."""
+        value = self.dropping.data or ""
+        return int(value) if value.isdigit() else 0
 
 
 class ReviewGenerationForm(FlaskForm):

@@ -3,6 +3,7 @@ commit, flash, redirect. Refusals from the domain are answered in one place
 (:func:`refused`)."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import (
     Blueprint,
@@ -34,11 +35,13 @@ from hr.activation import activate_cycle
 from hr.cycles import cancel_cycle, change_participants, close_cycle, create_cycle, update_cycle
 from hr.errors import DomainError, NotFound, StateConflict
 from hr.reviews import by_cycle, generate_reviews, reviews_of_reviewer, submit_review
+from hr.wording import review_label
 from models import Employee, Review, ReviewCycle, db
 from models.cycles import CycleStatus, ReviewStatus
 from models.people import Role
 
 bp = Blueprint("cycles", __name__)
+bp.add_app_template_global(review_label)
 
 HR = (Role.HR_STAFF, Role.HR_ADMIN)
 HR_READERS = (Role.HR_STAFF, Role.HR_ADMIN, Role.PLATFORM_ADMIN)
@@ -48,7 +51,7 @@ REVIEWERS = (Role.EMPLOYEE, Role.HR_STAFF, Role.HR_ADMIN)
 @bp.errorhandler(DomainError)
 def refused(error: DomainError) -> ResponseReturnValue:
     """The domain said no: nothing was changed. 409 for a state conflict over JSON; for HTML,
-    the reason as a flash message on the page the user came from."""
+    the reason as a flash message on the page the user works from."""
     db.session.rollback()
     if isinstance(error, NotFound):
         abort(404)
@@ -56,10 +59,18 @@ def refused(error: DomainError) -> ResponseReturnValue:
         status = 409 if isinstance(error, StateConflict) else 422
         return jsonify(error=str(error)), status
     flash(str(error), "error")
+    return redirect(page_after_refusal(), 303)
+
+
+def page_after_refusal() -> str:
+    """Where the user reads why: the cycle's page for HR, "My reviews" for a reviewer (an
+    employee may not see the cycle pages)."""
     arguments = request.view_args or {}
+    if request.endpoint == "cycles.review_submit":
+        return url_for("cycles.my_reviews")
     if "cycle_id" in arguments:
-        return redirect(url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"]), 303)
-    return redirect(url_for("cycles.cycle_list"), 303)
+        return url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"])
+    return url_for("cycles.cycle_list")
 
 
 @bp.app_template_filter("utc")
@@ -109,18 +120,34 @@ def cycle_edit(cycle_id: int) -> ResponseReturnValue:
 @role_required(*HR_READERS)
 def cycle_detail(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
-    notifications = delivery.deliveries(db.session, cycle)
     return render_template(
         "cycles/cycle_detail.html",
-        cycle=cycle,
-        participants=progress.participant_count(db.session, cycle),
-        counts=progress.status_counts(db.session, cycle),
-        reviewers=progress.reviewer_progress(db.session, cycle),
+        **cycle_progress_of(cycle),
         reviewees=progress.reviewee_progress(db.session, cycle),
-        notifications=notifications,
-        delivery_counts=delivery.delivery_counts(notifications),
         action_form=ActionForm(),
     )
+
+
+@bp.get("/cycles/<int:cycle_id>/progress")
+@role_required(*HR_READERS)
+def cycle_progress(cycle_id: int) -> ResponseReturnValue:
+    """The part of the cycle page that changes by itself, for its script to refresh."""
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    return render_template("cycles/_cycle_progress.html", **cycle_progress_of(cycle))
+
+
+def cycle_progress_of(cycle: ReviewCycle) -> dict[str, Any]:
+    """What cycles/_cycle_progress.html shows."""
+    notifications = delivery.deliveries(db.session, cycle)
+    return {
+        "cycle": cycle,
+        "participants": progress.participant_count(db.session, cycle),
+        "counts": progress.status_counts(db.session, cycle),
+        "reviewers": progress.reviewer_progress(db.session, cycle),
+        "notifications": notifications,
+        "delivery_counts": delivery.delivery_counts(notifications),
+        "refreshing": cycle.status == CycleStatus.ACTIVE and delivery.still_pending(notifications),
+    }
 
 
 @bp.route("/cycles/<int:cycle_id>/participants", methods=["GET", "POST"])
@@ -142,7 +169,13 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
     )
     if form.validate_on_submit():
         add, remove = form.changes()
-        change = change_participants(db.session, cycle.tenant_id, cycle.id, add, remove)
+        change = change_participants(
+            db.session, cycle.tenant_id, cycle.id, add, remove, agreed_drops=form.agreed_drops()
+        )
+        if not change.applied:
+            return render_template(
+                "cycles/participants_confirm.html", cycle=cycle, form=form, change=change
+            )
         db.session.commit()
         flash(change.summary, "success")
         return redirect(this_page())
@@ -152,6 +185,7 @@ def cycle_participants(cycle_id: int) -> ResponseReturnValue:
         filters=filters,
         form=form,
         total=progress.participant_count(db.session, cycle),
+        reviews=sum(progress.status_counts(db.session, cycle).values()),
     )
     return page, 400 if filters.errors else 200
 

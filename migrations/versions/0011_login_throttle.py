@@ -2,7 +2,7 @@
 gunicorn worker and every web host shares.
 
 Revision ID: 0011_login_throttle
-Revises: 0008_leadership
+Revises: 0010_employee_import
 Create Date: 2026-12-02
 """
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_login_throttle"
-down_revision = "0008_leadership"
+down_revision = "0010_employee_import"
 branch_labels = None
 depends_on = None
 

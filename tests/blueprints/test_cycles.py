@@ -5,10 +5,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from werkzeug.datastructures import MultiDict
 
+from hr.cycles import close_cycle
 from models.people import Role
 from tests.support.db import scalar
 from tests.support.factories import (
+    csrf_token,
     login_as,
     make_cycle,
     make_employees,
@@ -187,3 +190,124 @@ def test_an_employee_writes_their_reviews_and_only_theirs(
 def test_hr_users_without_an_employee_record_are_told_so(app: Any, people: dict[str, Any]) -> None:
     client = logged_in(app, people[Role.HR_STAFF])
     assert "not linked to an employee record" in client.get("/my/reviews").get_data(as_text=True)
+
+
+def test_a_cycle_name_with_a_line_break_is_refused_in_the_form(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    client = logged_in(app, people[Role.HR_STAFF])
+    for name in ("H1\r\nBcc: all@acme.example", "H1\nH2", "H1\u2028H2"):
+        answer = post_form(client, "/cycles/new", {"name": name, "period_start": "2026-01-01",
+                           "period_end": "2026-06-30", "due_date": "2026-07-15"},
+                           token_from="/cycles/new")  # fmt: skip
+        assert answer.status_code == 200
+        assert (
+            'id="name-error">The name must be one line, without line breaks or control characters.'
+            in answer.get_data(as_text=True)
+        )
+    assert scalar(conn, "SELECT count(*) FROM review_cycles") == 0
+
+
+def test_a_refused_submission_lands_on_my_reviews_with_the_reason(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    employees = people["employees"]
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], employees[:8], name="Open now", peers=1,
+                           activate_as=people[Role.HR_ADMIN])  # fmt: skip
+    me = employees[6]  # writes a self-review and a peer review
+    mine = scalar(conn, "SELECT array_agg(id ORDER BY id) FROM reviews WHERE cycle_id = %s"
+                        " AND reviewer_id = %s", cycle.id, me.id)  # fmt: skip
+    client = logged_in(app, people[Role.EMPLOYEE])
+    form = f"/my/reviews/{mine[0]}"
+    token = csrf_token(client, form)  # the form as it was before submitting
+    post_form(client, form, {"rating": "4", "comments": "First."}, token_from=form)
+
+    again = client.post(form, data={"rating": "1", "comments": "Again.", "csrf_token": token})
+    assert (again.status_code, again.headers["Location"]) == (303, "/my/reviews")
+    page = client.get("/my/reviews")
+    assert page.status_code == 200
+    assert "this review was already submitted" in page.get_data(as_text=True)
+    assert scalar(conn, "SELECT rating || comments FROM reviews WHERE id = %s", mine[0]) == (
+        "4First."
+    )
+
+    with seeding(app) as session:
+        close_cycle(session, people["tenant"].id, cycle.id)
+    late = post_form(client, f"/my/reviews/{mine[1]}", {"rating": "3", "comments": "Late."},
+                     token_from=form, follow_redirects=True)  # fmt: skip
+    assert late.status_code == 200 and late.request.path == "/my/reviews"
+    assert "“Open now” is closed: reviews can no longer be submitted" in late.get_data(as_text=True)
+    assert scalar(conn, "SELECT status FROM reviews WHERE id = %s", mine[1]) == "open"
+
+
+def steps(page: str) -> tuple[list[str], list[str]]:
+    """(every step shown, the steps marked current) of the page's step pills."""
+    pills = re.search(r'<ol class="steps".*?</ol>', page, re.DOTALL)
+    assert pills, "no step pills on the page"
+    shown = re.findall(r">(\d\. \w+)</(?:a|span)>", pills.group(0))
+    return shown, re.findall(r'aria-current="step">([^<]+)<', pills.group(0))
+
+
+def test_the_step_pills_mark_the_page_and_offer_activation_to_hr_admins_only(
+    app: Any, people: dict[str, Any]
+) -> None:
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], people["employees"][:4])
+    everything = ["1. Details", "2. Participants", "3. Reviews", "4. Activate"]
+    pages = {
+        "/cycles/new": "1. Details",
+        f"/cycles/{cycle.id}/edit": "1. Details",
+        f"/cycles/{cycle.id}/participants": "2. Participants",
+        f"/cycles/{cycle.id}/reviews": "3. Reviews",
+    }
+    admin = logged_in(app, people[Role.HR_ADMIN])
+    for path, current in {**pages, f"/cycles/{cycle.id}": "4. Activate"}.items():
+        shown, marked = steps(admin.get(path).get_data(as_text=True))
+        assert (shown, marked) == (everything, [current]), path
+    staff = logged_in(app, people[Role.HR_STAFF])
+    for path, current in pages.items():
+        shown, marked = steps(staff.get(path).get_data(as_text=True))
+        assert "4. Activate" not in shown and marked == [current], path
+    assert steps(staff.get(f"/cycles/{cycle.id}").get_data(as_text=True)) == (everything[:3], [])
+
+
+def hidden_fields(page: str) -> list[tuple[str, str]]:
+    """The hidden inputs of the page's forms, as a browser would post them."""
+    return re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page)
+
+
+def test_a_participant_change_that_drops_reviews_asks_first_and_keeps_the_rest(
+    app: Any, people: dict[str, Any], conn: Conn
+) -> None:
+    employees = people["employees"]
+    with seeding(app) as session:
+        cycle = make_cycle(session, people["tenant"], employees[:6])  # 0 manages 1 to 5
+    reviews = "SELECT string_agg(id || kind, ',' ORDER BY id) FROM reviews"
+    before = scalar(conn, reviews)
+    client = logged_in(app, people[Role.HR_STAFF])
+    path = f"/cycles/{cycle.id}/participants"
+    page = client.get(path).get_data(as_text=True)
+    assert "This draft has 11 generated reviews." in page
+    shown = re.search(r'name="shown" type="hidden" value="([\d,]+)"', page).group(1)  # type: ignore[union-attr]
+    keep = [e.id for e in employees[:6] if e.id != employees[5].id]
+
+    asked = post_form(client, path, {"shown": shown, "employees": keep, "save": "Save selection"},
+                      token_from=path)  # fmt: skip
+    page = asked.get_data(as_text=True)
+    assert asked.status_code == 200
+    assert "Drop 2 generated reviews?" in page
+    assert "drops 2 generated reviews that no longer apply; the other 9 stay." in page
+    assert scalar(conn, reviews) == before
+    assert scalar(conn, "SELECT count(*) FROM cycle_participants") == 6
+
+    confirmed = client.post(path, data=MultiDict(hidden_fields(page)))
+    assert confirmed.status_code == 302
+    assert scalar(conn, "SELECT count(*) FROM cycle_participants") == 5
+    assert scalar(conn, "SELECT count(*) FROM reviews WHERE reviewee_id = %s", employees[5].id) == 0
+    assert set(scalar(conn, reviews).split(",")) < set(before.split(","))  # same ids, 2 fewer
+    assert len(scalar(conn, reviews).split(",")) == 9
+    flashed = client.get(path).get_data(as_text=True)
+    assert "0 participants added, 1 removed. Generated reviews: 9 kept, 2 dropped, 0 added." in (
+        flashed
+    )

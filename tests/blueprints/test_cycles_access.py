@@ -1,4 +1,4 @@
-"""Every route of the cycles and auth blueprints against every kind of visitor.
+"""Every route of the cycles, people and auth blueprints against every kind of visitor.
 
 The matrix is built from ``app.url_map``, so a new route is covered the day it is added; the
 roles each view admits are held against the table in docs/reference/roles.md.
@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
+from hr.imports import start_import
 from models import Employee, Tenant
 from models.people import Role
 from tests.support.db import scalar
@@ -30,6 +31,8 @@ from tests.support.factories import (
 Conn = psycopg.Connection[Any]
 ROLES_DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "roles.md"
 PUBLIC = {"auth.login"}
+BLUEPRINTS = ("cycles", "people", "auth")
+EMPLOYEE_FILE = b"name,email,department,manager_email\nAna,ana@x.example,Sales,\n"
 
 
 @dataclass
@@ -53,9 +56,12 @@ def world(app: Any, conn: Conn) -> World:
         their_admin = make_user(session, theirs, Role.HR_ADMIN)
         our_cycle = make_cycle(session, ours, our_people, activate_as=users[Role.HR_ADMIN])
         their_cycle = make_cycle(session, theirs, their_people, activate_as=their_admin)
+        imports = [start_import(session, tenant.id, "people.csv", EMPLOYEE_FILE, None).id
+                   for tenant in (ours, theirs)]  # fmt: skip
 
-    def ids(cycle_id: int, reviewer: int | None = None) -> dict[str, int]:
-        """A cycle, one of its reviews (written by ``reviewer`` if given) and one of its jobs."""
+    def ids(cycle_id: int, import_id: int, reviewer: int | None = None) -> dict[str, int]:
+        """A cycle, one of its reviews (written by ``reviewer`` if given), one of its jobs, and
+        an employee import of the same tenant."""
         review = scalar(
             conn,
             "SELECT min(id) FROM reviews"
@@ -66,20 +72,21 @@ def world(app: Any, conn: Conn) -> World:
         job = scalar(
             conn, "SELECT min(id) FROM jobs WHERE payload->>'cycle_id' = %s", str(cycle_id)
         )
-        return {"cycle_id": cycle_id, "review_id": review, "job_id": job}
+        return {"cycle_id": cycle_id, "review_id": review, "job_id": job, "import_id": import_id}
 
     return World(
         users,
-        ids(our_cycle.id, users[Role.EMPLOYEE].employee_id),
-        ids(their_cycle.id),
+        ids(our_cycle.id, imports[0], users[Role.EMPLOYEE].employee_id),
+        ids(their_cycle.id, imports[1]),
     )
 
 
 def routes(app: Any) -> list[tuple[str, str, str]]:
-    """(endpoint, method, rule) for every GET and POST of the cycles and auth blueprints."""
+    """(endpoint, method, rule) for every GET and POST of the cycles, people and auth
+    blueprints."""
     found = []
     for rule in app.url_map.iter_rules():
-        if rule.endpoint.split(".")[0] in ("cycles", "auth") and rule.endpoint not in PUBLIC:
+        if rule.endpoint.split(".")[0] in BLUEPRINTS and rule.endpoint not in PUBLIC:
             for method in sorted(rule.methods & {"GET", "POST"}):
                 found.append((rule.endpoint, method, rule.rule))
     return found
@@ -98,7 +105,7 @@ def request(client: Any, method: str, path: str, token: str | None) -> Any:
 def documented_roles() -> dict[str, frozenset[str]]:
     table = {}
     for line in ROLES_DOC.read_text().splitlines():
-        match = re.match(r"\| `((?:cycles|auth)\.\w+)` \| [^|]+ \|(.*)\|$", line)
+        match = re.match(r"\| `((?:cycles|people|auth)\.\w+)` \| [^|]+ \|(.*)\|$", line)
         if match and match.group(1) not in PUBLIC:
             cells = [cell.strip() for cell in match.group(2).split("|")]
             ticked = [role for role, cell in zip(("employee", "hr_staff", "hr_admin",
@@ -183,7 +190,16 @@ def state(conn: Conn) -> tuple[Any, ...]:
             conn,
             f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t",
         )
-        for table in ("review_cycles", "reviews", "cycle_participants", "jobs", "users")
+        for table in (
+            "review_cycles",
+            "reviews",
+            "cycle_participants",
+            "jobs",
+            "users",
+            "employees",
+            "employee_imports",
+            "audit_log",
+        )
     )
 
 

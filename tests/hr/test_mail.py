@@ -2,8 +2,9 @@
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import date
+from datetime import UTC, date, datetime
 from email.message import EmailMessage
+from email.utils import parsedate_to_datetime
 
 import pytest
 
@@ -21,7 +22,7 @@ NOTICE = ReviewerNotice(
     reviewer_id=3,
     reviewer_name="Ana Almeida",
     reviewer_email="ana@acme.example",
-    reviews=["Ana Almeida (self)", "Bruno Berg (manager)"],
+    reviews=["Yourself (self-review)", "Bruno Berg (your direct report)"],
 )
 
 
@@ -56,9 +57,24 @@ def test_the_notice_has_text_and_html_with_the_link_and_the_due_date() -> None:
     html = message.get_body(("html",)).get_content()  # type: ignore[union-attr]
     assert "https://hr.acme.example/my/reviews?cycle=7" in text
     assert "Wednesday 15 July 2026" in text and "Wednesday 15 July 2026" in html
-    assert "  - Ana Almeida (self)\n  - Bruno Berg (manager)" in text
+    assert "  - Yourself (self-review)\n  - Bruno Berg (your direct report)" in text
     assert "H1 &lt;2026&gt;" in html and "Acme &amp; Co" in html
     assert 'href="https://hr.acme.example/my/reviews?cycle=7"' in html
+
+
+def test_the_notice_is_dated_now_and_keeps_one_message_id_across_attempts() -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    first = render_notice(NOTICE, MailSettings(sender="HR <hr@acme.example>"), tenant_id=2)
+    again = render_notice(NOTICE, MailSettings(sender="HR <hr@acme.example>"), tenant_id=2)
+    assert before <= parsedate_to_datetime(first["Date"]) <= datetime.now(UTC)
+    assert first["Message-ID"] == again["Message-ID"] == "<review-notice.2.7.3@acme.example>"
+
+
+@pytest.mark.parametrize("line_break", ["\r\n", "\n", "\u2028", "\x85"])
+def test_a_notice_that_cannot_be_rendered_is_a_permanent_failure(line_break: str) -> None:
+    broken = replace(NOTICE, cycle_name=f"H1{line_break}Bcc: everyone@acme.example")
+    with pytest.raises(PermanentError, match="the notice cannot be rendered: Header values"):
+        render_notice(broken, MailSettings(), tenant_id=1)
 
 
 def test_an_invalid_recipient_address_is_permanent() -> None:

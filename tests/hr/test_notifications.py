@@ -6,12 +6,15 @@ The worker runs ``hr.tasks`` with retries shortened by ``PAUTA_MAIL_RETRY_BASE_S
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from hr.tasks import NOTIFICATIONS_QUEUE, mail_settings, notify_reviewer
+from jobqueue import JobContext, JobStore
 from models.people import Role
 from tests.support.db import attempt_rows, job_row, scalar
 from tests.support.factories import (
@@ -209,3 +212,81 @@ def test_two_simultaneous_activations_one_wins_one_is_refused_one_email_per_revi
     )
     assert len(smtp.messages) == reviewers
     assert scalar(conn, "SELECT count(*) FROM jobs") == reviewers
+
+
+def test_a_cycle_name_that_breaks_the_subject_kills_the_notice_at_the_first_attempt(
+    app: Any, client: Any, conn: Conn, database_url: str, workers: list[WorkerProcess],
+    smtp: SmtpServer,
+) -> None:  # fmt: skip
+    admin, cycle, _ = prepare(app, 1)
+    # A name stored before the form refused line breaks.
+    conn.execute("UPDATE review_cycles SET name = E'Spring\\r\\nBcc: all@x.example'")
+    run_worker(workers, database_url, smtp)
+    login_as(client, admin)
+    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+
+    wait_until(lambda: notification(conn)["state"] == "dead")
+    job = notification(conn)
+    assert job["attempt"] == 1
+    assert job["last_error"].startswith(
+        "UnrenderableNotice: the notice cannot be rendered: Header values may not contain"
+    )
+    assert [a["outcome"] for a in attempt_rows(conn, job["id"])] == ["failed"]
+    assert smtp.messages == []
+
+
+def test_the_email_and_my_reviews_name_each_review_alike(
+    app: Any, client: Any, conn: Conn, database_url: str, workers: list[WorkerProcess],
+    smtp: SmtpServer,
+) -> None:  # fmt: skip
+    admin, cycle, people = prepare(app, 6)  # people[0] manages the other five
+    with seeding(app) as session:
+        manager = make_user(session, session.merge(admin).tenant, Role.EMPLOYEE, people[0])
+    run_worker(workers, database_url, smtp)
+    login_as(client, admin)
+    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+
+    wait_until(lambda: smtp.to(people[0].email))
+    mail = smtp.to(people[0].email)[0]
+    text = mail.get_body(("plain",)).get_content()
+    in_mail = re.findall(r"^  - (.+?)\r?$", text, re.MULTILINE)
+    reader = app.test_client()
+    login_as(reader, manager)
+    page = reader.get(f"/my/reviews?cycle={cycle.id}").get_data(as_text=True)
+    on_page = re.findall(r'<span class="review-label">([^<]+)</span>', page)
+    assert in_mail == [label.replace("&#39;", "'") for label in on_page]
+    assert in_mail[0] == "Yourself (self-review)"
+    assert sorted(in_mail[1:]) == sorted(f"{p.name} (your direct report)" for p in people[1:])
+    assert mail["Date"] and mail["Message-ID"].startswith("<review-notice.")
+
+
+def test_claimed_notices_stay_queued_until_a_worker_thread_starts_one(
+    app: Any, client: Any, conn: Conn, database_url: str, smtp: SmtpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    admin, cycle, _ = prepare(app, 6)  # six reviewers
+    login_as(client, admin)
+    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    # A worker claims ahead of its threads (prefetch): the jobs are running, none started.
+    claimed = JobStore(conn).claim(NOTIFICATIONS_QUEUE, 10, "host:1:prefetch", 30)
+    assert len(claimed) == 6
+    page = client.get(f"/cycles/{cycle.id}").get_data(as_text=True)
+    assert (page.count(">queued</a>"), page.count(">sending</a>")) == (6, 0)
+    assert f'data-refresh-url="/cycles/{cycle.id}/progress"' in page
+
+    @contextmanager
+    def connection() -> Iterator[psycopg.Connection[Any]]:
+        with psycopg.connect(database_url) as borrowed:  # commits when the block ends
+            yield borrowed
+
+    for name, value in smtp.env.items():
+        monkeypatch.setenv(name, value)
+    mail_settings.cache_clear()
+    first = claimed[0]
+    notify_reviewer(JobContext(first, "host:1:prefetch", connection), **first.payload)
+    mail_settings.cache_clear()
+    assert len(smtp.messages) == 1  # sent; the worker has not written the result yet
+    progress = client.get(f"/cycles/{cycle.id}/progress").get_data(as_text=True)
+    assert (progress.count(">queued</a>"), progress.count(">sending</a>")) == (5, 1)
+    assert f'/notifications/{first.id}">sending</a>' in progress
+    assert "data-refresh-done" not in progress

@@ -8,7 +8,8 @@ from sqlalchemy.orm import Session
 
 from hr.cycles import close_cycle
 from hr.errors import InvalidInput, NotFound, StateConflict
-from hr.reviews import generate_reviews, plan_reviews, submit_review
+from hr.review_plan import Assignment, GeneratedReview, Rework, plan_reviews, rework_reviews
+from hr.reviews import generate_reviews, submit_review
 from models.cycles import ReviewKind
 from tests.hr.conftest import Org
 from tests.support.factories import make_cycle
@@ -87,3 +88,19 @@ def test_no_submission_after_the_cycle_is_closed(session: Session, org: Org, con
     ).fetchone()  # type: ignore[misc]
     with pytest.raises(StateConflict, match="is closed: reviews can no longer be submitted"):
         submit_review(session, org.tenant.id, reviewer, review_id, 3, "late")
+
+
+def test_a_rework_drops_a_manager_review_whose_writer_is_no_longer_the_manager() -> None:
+    # 1 managed 2 and 3 when the reviews were generated; 2 now reports to 4. 3 leaves.
+    reviews = [
+        GeneratedReview(10, 2, 2, "self"), GeneratedReview(11, 3, 3, "self"),
+        GeneratedReview(12, 1, 2, "manager"), GeneratedReview(13, 1, 3, "manager"),
+        GeneratedReview(14, 3, 2, "peer"), GeneratedReview(15, 2, 3, "peer"),
+    ]  # fmt: skip
+    rework = rework_reviews(reviews, {2: 4}, newcomers=set())
+    assert (rework.kept, sorted(rework.dropped)) == ([10], [11, 12, 13, 14, 15])
+    assert rework.added == [Assignment(4, 2, ReviewKind.MANAGER)]
+
+
+def test_a_rework_of_a_cycle_without_reviews_adds_none() -> None:
+    assert rework_reviews([], {1: None, 2: 1}, newcomers={2}) == Rework([], [], [])

@@ -5,7 +5,14 @@ import sys
 from typing import Any
 
 from hr.notices import REVIEWER_PAGE
-from hr.tasks import MAIL_RETRY, NOTIFICATIONS_QUEUE, NOTIFY_REVIEWER
+from hr.tasks import (
+    IMPORT_EMPLOYEES,
+    IMPORT_RETRY,
+    IMPORTS_QUEUE,
+    MAIL_RETRY,
+    NOTIFICATIONS_QUEUE,
+    NOTIFY_REVIEWER,
+)
 from jobqueue import registry
 from models.cycles import NOTIFY_REVIEWER_TASK
 from tests.support.processes import ROOT
@@ -53,3 +60,11 @@ def test_the_link_in_the_email_is_the_reviewer_page(app: Any) -> None:
         from flask import url_for
 
         assert REVIEWER_PAGE.format(cycle_id=7) == url_for("cycles.my_reviews", cycle=7)
+
+
+def test_the_import_task_runs_on_the_default_queue_with_three_attempts() -> None:
+    registered = registry.require(IMPORT_EMPLOYEES)
+    assert (registered.queue, registered.pass_context, registered.retry) == (
+        IMPORTS_QUEUE, True, IMPORT_RETRY,
+    )  # fmt: skip
+    assert (IMPORTS_QUEUE, IMPORT_RETRY.max_attempts) == ("default", 3)

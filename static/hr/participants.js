@@ -1,3 +1,4 @@
+"use strict";
 // "Tick everyone shown" on the participants page. Without JavaScript the checkbox stays hidden
 // and the "Add everyone shown" button does the same on the server.
 document.querySelectorAll("[data-select-all]").forEach((toggle) => {
