@@ -13,6 +13,7 @@ from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints.auth.access import role_required
+from blueprints.inputs import accepts_files
 from blueprints.people.forms import EmployeeImportForm
 from blueprints.scoping import get_or_404, scoped
 from hr import imports
@@ -51,6 +52,7 @@ def import_list() -> ResponseReturnValue:
 
 @bp.post("/people/imports/")
 @role_required(Role.HR_ADMIN)
+@accepts_files("file")
 def import_create() -> ResponseReturnValue:
     form = EmployeeImportForm()
     if not form.validate_on_submit():
