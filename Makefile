@@ -12,7 +12,7 @@ BENCH_VENV := .venv-bench
 BENCH_INSTALLED := $(BENCH_VENV)/.installed
 NODE_INSTALLED := node_modules/.package-lock.json
 ASSETS := static/gen/console.js
-ASSET_SOURCES := $(wildcard static/console/*) static/pauta.css blueprints/assets.py
+ASSET_SOURCES := $(wildcard static/console/*) static/confirm.js static/pauta.css blueprints/assets.py
 
 .PHONY: run test lint bench clean
 

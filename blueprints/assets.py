@@ -39,6 +39,7 @@ BUNDLES = {
         "console/charts.js",
         output="gen/console.js",
     ),
+    "pauta_js": Bundle("confirm.js", output="gen/pauta.js"),
     "pauta_css": Bundle("pauta.css", "console/console.css", output="gen/pauta.css"),
 }
 

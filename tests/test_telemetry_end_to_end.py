@@ -142,7 +142,9 @@ def test_a_request_and_the_jobs_it_enqueued_are_one_click_apart(
     )
     browser = Browser(console)
     assert browser.post("/login", {"email": admin.email, "password": PASSWORD}, "/login") == 200
-    activated = browser.post(f"/cycles/{cycle.id}/activate", {}, token_from=f"/cycles/{cycle.id}")
+    activated = browser.post(
+        f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
     assert activated == 200  # after the redirect to the cycle page
     smtp.wait_for(4)
 

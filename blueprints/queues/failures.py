@@ -9,7 +9,7 @@ from blueprints.auth.access import role_required
 from blueprints.engine import inspector
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
-from blueprints.queues.forms import FailureActionForm
+from blueprints.queues.forms import SELECTED, FailureActionForm
 from blueprints.scoping import chosen_tenant
 from console import actions, failures
 from models import db
@@ -54,8 +54,15 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     if group is None or action not in BULK_ACTIONS:
         abort(404)
     chosen = [int(value) for value in request.args.getlist("job") if value.isdigit()]
-    touched = failures.selection(engine, fingerprint, None, None, chosen or None)
-    form = FailureActionForm(data={"max_id": touched[0]["id"] if touched else 0, "jobs": chosen})
+    selected = request.args.get("scope") == SELECTED or bool(chosen)
+    touched = failures.selection(engine, fingerprint, None, None, chosen if selected else None)
+    form = FailureActionForm(
+        data={
+            "max_id": touched[0]["id"] if touched else 0,
+            "scope": SELECTED if selected else "",
+            "jobs": chosen,
+        }
+    )
     return render_console(
         "queues/failure_confirm.html",
         None,
@@ -63,7 +70,7 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
         group=group,
         action=action,
         touched=touched,
-        selected=bool(chosen),
+        selected=selected,
         form=form,
     )
 

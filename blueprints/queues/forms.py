@@ -11,6 +11,7 @@ from jobqueue.inspect import JobFilter
 
 # The job states, with "scheduled" (available, not visible yet) told apart from "available".
 JOB_STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
+SELECTED = "selected"  # a failure action's scope when it acts on the jobs ticked only
 
 
 class ActionForm(FlaskForm):
@@ -21,13 +22,18 @@ class ActionForm(FlaskForm):
 
 class FailureActionForm(FlaskForm):
     """A bulk action on a failure group: every dead job up to ``max_id`` (the newest job its
-    confirmation counted), or only the ``jobs`` ticked among them."""
+    confirmation counted), or, with ``scope`` "selected", only the ``jobs`` ticked among them
+    (none ticked: none)."""
 
     max_id = IntegerField(validators=[InputRequired()])
+    scope = HiddenField()
     jobs = SelectMultipleField(coerce=int, validate_choice=False)
 
     def selected(self) -> list[int] | None:
-        return list(self.jobs.data) if self.jobs.data else None
+        """The ids ticked, or None for the whole group."""
+        if self.scope.data == SELECTED or self.jobs.data:
+            return list(self.jobs.data or [])
+        return None
 
 
 class TenantFilterForm(FlaskForm):

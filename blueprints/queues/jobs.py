@@ -9,7 +9,7 @@ from flask_login import current_user
 
 from blueprints.auth.access import role_required
 from blueprints.engine import inspector
-from blueprints.queues import bp
+from blueprints.queues import bp, confirmations
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm, JobFilterForm
 from blueprints.scoping import chosen_tenant
@@ -55,6 +55,7 @@ def job_detail(job_id: int) -> ResponseReturnValue:
         attempts=engine.attempts(job_id),
         trace_url=current_app.config["PAUTA_TRACE_URL_TEMPLATE"],
         action_form=ActionForm(),
+        discard=confirmations.discard_job(job_id),
     )
 
 
@@ -93,7 +94,8 @@ def job_run_now(job_id: int) -> ResponseReturnValue:
 @role_required(*OPERATORS)
 def job_discard(job_id: int) -> ResponseReturnValue:
     back = url_for("queues.job_detail", job_id=job_id)
-    return act(lambda: actions.discard_job(db.session, current_user, job_id), back)
+    discard = confirmations.discard_job(job_id)
+    return act(lambda: actions.discard_job(db.session, current_user, job_id), back, discard)
 
 
 @bp.get("/scheduled/")

@@ -49,9 +49,10 @@ def admin(app: Any, people: dict[str, Any]) -> Any:
 
 
 def post(client: Any, path: str, data: dict[str, Any] | None = None) -> Any:
-    """A POST with the session's CSRF token, as the page's button would send it."""
+    """A POST with the session's CSRF token, as the page's button sends it once its question
+    (if it asks one) is answered."""
     token = csrf_token(client, "/my/reviews")
-    return client.post(path, data={**(data or {}), "csrf_token": token})
+    return client.post(path, data={"confirmed": "1", **(data or {}), "csrf_token": token})
 
 
 def flashed(client: Any, response: Any) -> str:
@@ -367,7 +368,7 @@ def test_workers_are_listed_with_their_children_and_asked_to_shut_down(
     assert page.index(f'data-worker="{supervisor}"') < page.index(f'data-worker="{child}"')
     done = flashed(admin, post(admin, f"/workers/{supervisor}/drain"))
     assert "Asked host:100:supervisor to shut down gracefully (2 processes)." in done
-    assert "1 draining, 1 jobs left" in done
+    assert "1 draining, 1 job left" in done
     asked = conn.execute("SELECT drain_requested_by FROM workers ORDER BY id").fetchall()
     assert asked == [(people["admin"].email,)] * 2
     part = admin.get("/workers/?part=1").get_data(as_text=True)
@@ -406,3 +407,33 @@ def test_an_enqueued_job_of_a_new_queue_appears_without_a_queue_row_first(
 ) -> None:
     enqueue(conn, "noop", queue="fresh")
     assert 'data-key="fresh"' in admin.get("/queues/").get_data(as_text=True)
+
+
+def test_a_failure_group_page_acts_on_the_whole_group_or_on_the_jobs_ticked_only(
+    admin: Any, conn: Conn
+) -> None:
+    jobs = [make_job(conn, "fail", state="dead", error=f"E: number {n}") for n in range(3)]
+    fingerprint = scalar(
+        conn, "SELECT md5(task || E'\\n' || job_error_pattern(last_error)) FROM jobs LIMIT 1"
+    )
+    detail = admin.get(f"/failures/{fingerprint}").text
+    assert "3 dead jobs ·" in detail
+    whole = f"/failures/{fingerprint}/confirm?action=requeue"
+    assert f'href="{whole}">Requeue 3…</a>' in detail
+    assert f'href="{whole.replace("requeue", "discard")}">Discard 3…</a>' in detail
+    assert 'name="scope" value="selected"' in detail  # the "… selected" buttons say so
+
+    nothing = admin.get(f"/failures/{fingerprint}/confirm?action=requeue&scope=selected").text
+    assert "No job is ticked" in nothing and "<button" not in nothing.split("No job is ticked")[1]
+    refused = flashed(admin, post(admin, f"/failures/{fingerprint}/requeue",
+                                  {"max_id": max(jobs), "scope": "selected"}))  # fmt: skip
+    assert "No job was ticked: nothing was changed." in refused
+    assert {job_row(conn, job_id)["state"] for job_id in jobs} == {"dead"}
+
+    one = admin.get(f"{whole}&scope=selected&job={jobs[0]}").text
+    assert "Requeue 1 dead job?" in one and ">Requeue 1 job</button>" in one
+    ticked = {"max_id": max(jobs), "scope": "selected", "jobs": [jobs[0]]}
+    done = flashed(admin, post(admin, f"/failures/{fingerprint}/requeue", ticked))
+    assert "Requeued 1 dead fail job." in done
+    assert [job_row(conn, job_id)["state"] for job_id in jobs] == ["available", "dead", "dead"]
+    assert "Requeue 2 dead jobs?" in admin.get(whole).text
