@@ -437,3 +437,20 @@ def test_a_failure_group_page_acts_on_the_whole_group_or_on_the_jobs_ticked_only
     assert "Requeued 1 dead fail job." in done
     assert [job_row(conn, job_id)["state"] for job_id in jobs] == ["available", "dead", "dead"]
     assert "Requeue 2 dead jobs?" in admin.get(whole).text
+
+
+def test_the_overview_flags_queues_with_work_and_no_live_worker_and_labels_its_rates(
+    admin: Any, conn: Conn
+) -> None:
+    make_job(conn, queue="mail")
+    make_job(conn, queue="reports", delay=3600)
+    register_worker(conn, queue="mail")
+    page = admin.get("/queues/").text
+    rows = dict(re.findall(r'<tr data-key="(\w+)"(.*?)</tr>', page, re.S))
+    assert 'data-field="state"></span>' in rows["mail"]  # served: no badge at all
+    assert 'data-field="state">no live worker</span>' in rows["reports"]
+    assert 'class=" is-unserved"' in page and ">running</span>" not in page
+    assert re.search(r"No live worker serves <strong[^>]*>reports</strong>", page)
+    assert "attempts a minute, last 5 min" in page
+    assert "No live worker serves this queue" in admin.get("/queues/reports").text
+    assert "No live worker serves this queue" not in admin.get("/queues/mail").text
