@@ -13,7 +13,7 @@ from blueprints.auth.routes import safe_next
 from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.queues import bp
 from blueprints.queues.forms import ActionForm, TenantFilterForm
-from console import formatting
+from console import audit_text, formatting
 from console.errors import ActionRefused, NotFound
 from models import Tenant, db
 from models.people import Role
@@ -25,6 +25,7 @@ OPERATORS = (Role.PLATFORM_ADMIN,)
 bp.add_app_template_filter(formatting.seconds, "duration")
 bp.add_app_template_filter(formatting.count, "count")
 bp.add_app_template_filter(formatting.plural, "plural")
+bp.add_app_template_filter(audit_text.sentence, "audit_sentence")
 
 
 def tenant_id(tenant: Tenant | None) -> int | None:

@@ -454,3 +454,21 @@ def test_the_overview_flags_queues_with_work_and_no_live_worker_and_labels_its_r
     assert "attempts a minute, last 5 min" in page
     assert "No live worker serves this queue" in admin.get("/queues/reports").text
     assert "No live worker serves this queue" not in admin.get("/queues/mail").text
+
+
+def test_the_audit_log_reads_as_sentences_and_hides_the_operators_address_from_hr(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    dead = [make_job(conn, "fail", state="dead", tenant_id=people["acme"], error=f"E: {n}")
+            for n in range(2)]  # fmt: skip
+    fingerprint = scalar(
+        conn, "SELECT md5(task || E'\\n' || job_error_pattern(last_error)) FROM jobs LIMIT 1"
+    )
+    post(admin, f"/failures/{fingerprint}/discard",
+         {"max_id": max(dead), "scope": "selected", "jobs": [dead[0]]})  # fmt: skip
+    page = admin.get("/audit/").text
+    assert f"Discarded 1 dead fail job of a failure group (the jobs ticked): #{dead[0]}." in page
+    assert "selected" not in page.split("<table", 1)[1] and "job_ids" not in page
+    assert people["admin"].email in page
+    hr = client_for(app, people["acme_hr"]).get("/audit/").text
+    assert "Discarded 1 dead fail job" in hr and people["admin"].email not in hr
