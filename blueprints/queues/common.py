@@ -13,7 +13,7 @@ from blueprints.auth.routes import safe_next
 from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.queues import bp
 from blueprints.queues.forms import ActionForm, TenantFilterForm
-from console import audit_text, formatting
+from console import audit_text, formatting, redaction
 from console.errors import ActionRefused, NotFound
 from models import Tenant, db
 from models.people import Role
@@ -26,6 +26,12 @@ bp.add_app_template_filter(formatting.seconds, "duration")
 bp.add_app_template_filter(formatting.count, "count")
 bp.add_app_template_filter(formatting.plural, "plural")
 bp.add_app_template_filter(audit_text.sentence, "audit_sentence")
+
+
+@bp.app_template_filter("for_reader")
+def for_reader(text: str | None) -> str | None:
+    """A job's text as the reader may see it: worker names only for platform admins."""
+    return text if current_user.is_platform_admin else redaction.hide_worker_names(text)
 
 
 def tenant_id(tenant: Tenant | None) -> int | None:

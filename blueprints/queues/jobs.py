@@ -51,7 +51,7 @@ def job_detail(job_id: int) -> ResponseReturnValue:
         tenant,
         filtered=False,
         job=job,
-        why=explain(job),
+        why=explain(job, operator=current_user.is_platform_admin),
         attempts=engine.attempts(job_id),
         trace_url=current_app.config["PAUTA_TRACE_URL_TEMPLATE"],
         action_form=ActionForm(),

@@ -472,3 +472,34 @@ def test_the_audit_log_reads_as_sentences_and_hides_the_operators_address_from_h
     assert people["admin"].email in page
     hr = client_for(app, people["acme_hr"]).get("/audit/").text
     assert "Discarded 1 dead fail job" in hr and people["admin"].email not in hr
+
+
+def test_an_hr_admin_sees_no_worker_name_pid_or_pausing_admin_on_job_and_queue_pages(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    worker = "web-1.internal:4242:9f2c1a"
+    running = make_job(conn, queue="mail", state="running", tenant_id=people["acme"],
+                       worker=worker)  # fmt: skip
+    swept = f"LeaseExpired: worker {worker} stopped renewing its lease (crashed, killed or cut off)"
+    dead = make_job(conn, queue="mail", state="dead", tenant_id=people["acme"], error=swept)
+    add_attempt(conn, dead, 1, "lease_expired", error=swept, worker=worker)
+    waiting = make_job(conn, queue="mail", tenant_id=people["acme"])
+    post(admin, "/queues/mail/pause")
+    email = people["admin"].email
+    hr = client_for(app, people["acme_hr"])
+    pages = {
+        path: hr.get(path).text
+        for path in (f"/jobs/{running}", f"/jobs/{dead}", f"/jobs/{waiting}", "/queues/mail",
+                     "/jobs/", "/failures/")
+    }  # fmt: skip
+    fingerprint = re.search(r'href="/failures/(\w+)"', pages["/failures/"])
+    assert fingerprint is not None
+    pages["group"] = hr.get(f"/failures/{fingerprint.group(1)}").text
+    leaks = {path: [word for word in ("web-1", "4242", "9f2c1a", email) if word in page]
+             for path, page in pages.items()}  # fmt: skip
+    assert leaks == {path: [] for path in pages}
+    assert "LeaseExpired: worker (a worker) stopped renewing" in pages[f"/jobs/{dead}"]
+    assert "waiting: queue paused since" in pages[f"/jobs/{waiting}"]
+    for path in (f"/jobs/{running}", f"/jobs/{dead}", f"/jobs/{waiting}", "/queues/mail"):
+        seen = admin.get(path).text  # a platform admin sees them all
+        assert worker in seen or email in seen, path
