@@ -11,7 +11,8 @@ import re
 
 _HOST = r"(?=[^\s:'\"]*[A-Za-z])[^\s:'\"]+"  # a host name has a letter: 14:05:00 is a time
 WORKER_NAME = re.compile(
-    rf"{_HOST}:\d+:(?:[0-9a-f]{{6}}|supervisor)\b|{_HOST}:#:(?:[#a-f]{{1,6}}|supervisor)\b"
+    rf"{_HOST}:\d+:(?:[0-9a-f]{{6}}|supervisor)\b"
+    rf"|{_HOST}:#:(?:#|[a-f]{{6}}|supervisor)(?![\w#])"  # blanked: 9f2c1a is #, abcdef stays
 )
 HIDDEN_WORKER = "(a worker)"
 
