@@ -11,6 +11,7 @@ from jobqueue.inspect import JobFilter
 
 # The job states, with "scheduled" (available, not visible yet) told apart from "available".
 JOB_STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
+ERROR_LENGTH = "Search for 3 to 200 characters of the error."
 SELECTED = "selected"  # a failure action's scope when it acts on the jobs ticked only
 
 
@@ -65,7 +66,11 @@ class JobFilterForm(FlaskForm):
     )
     queue = StringField("Queue", validators=[Optional(), Length(max=63)])
     task = StringField("Task", validators=[Optional(), Length(max=200)])
-    error = StringField("Error contains", validators=[Optional(), Length(max=200)])
+    error = StringField(
+        "Error contains",
+        validators=[Optional(), Length(min=3, max=200, message=ERROR_LENGTH)],
+        description="at least 3 characters",
+    )
     payload = StringField(
         "Payload",
         validators=[Optional(), Length(max=200)],

@@ -13,7 +13,7 @@ from blueprints.queues import bp, confirmations
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm, JobFilterForm
 from blueprints.scoping import chosen_tenant
-from console import actions
+from console import actions, search
 from console.explain import explain
 from models import db
 
@@ -27,13 +27,18 @@ def job_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     form = JobFilterForm(request.args)
     before = request.args.get("before", type=int)
-    rows = inspector().jobs(form.criteria(tenant_id(tenant)), before, PAGE + 1)
+    engine = inspector()
+    where = form.criteria(tenant_id(tenant))
+    bounded = search.bound(engine, where, before)
+    rows = engine.jobs(search.within(where, bounded), before, PAGE + 1)
     return render_console(
         "queues/job_list.html",
         tenant,
         form=form,
         jobs=rows[:PAGE],
         next_before=rows[PAGE - 1]["id"] if len(rows) > PAGE else None,
+        bounded=bounded,
+        window=search.WINDOW,
     )
 
 

@@ -7,6 +7,7 @@ import psycopg
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from console import search
 from jobqueue import enqueue
 from jobqueue.store import JobStore
 from models.people import Role
@@ -503,3 +504,30 @@ def test_an_hr_admin_sees_no_worker_name_pid_or_pausing_admin_on_job_and_queue_p
     for path in (f"/jobs/{running}", f"/jobs/{dead}", f"/jobs/{waiting}", "/queues/mail"):
         seen = admin.get(path).text  # a platform admin sees them all
         assert worker in seen or email in seen, path
+
+
+def test_a_search_that_no_index_serves_is_bounded_and_the_page_says_so(
+    admin: Any, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "WINDOW", 10)
+    old = make_job(conn, "fail", {"n": 1}, state="dead", error="GremlinError: old")
+    for _ in range(15):
+        make_job(conn, "noop", state="succeeded")
+    new = make_job(conn, "fail", {"n": 1}, state="dead", error="GremlinError: new")
+    indexed = admin.get("/jobs/?error=gremlin").text
+    assert f">#{new}</a>" in indexed and f">#{old}</a>" in indexed
+    assert "data-search-bound" not in indexed
+
+    conn.execute("DROP INDEX jobs_error_search_idx")  # as on a server without pg_trgm
+    for query in ("error=gremlin", "payload=n%3D1"):
+        page = admin.get(f"/jobs/?{query}").text
+        assert f">#{new}</a>" in page and f">#{old}</a>" not in page
+        assert f"this page searched jobs #{new - 9} to #{new}." in page
+        more = re.search(r'href="([^"]+)">Search the 10 jobs before', page)
+        assert more is not None
+        older = admin.get(more.group(1).replace("&amp;", "&")).text
+        assert f">#{old}</a>" in older and f">#{new}</a>" not in older
+    assert "pg_trgm" in admin.get("/jobs/?error=gremlin").text
+    assert "The payload is not indexed" in admin.get("/jobs/?payload=n%3D1").text
+    short = admin.get("/jobs/?error=gr").text
+    assert "Search for 3 to 200 characters of the error." in short
