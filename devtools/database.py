@@ -82,10 +82,22 @@ def database_url() -> Iterator[tuple[str, str]]:
 
 
 def main(command: list[str]) -> int:
-    """Run ``command`` with DATABASE_URL pointing at the chosen server."""
+    """Run ``command`` with DATABASE_URL pointing at the chosen server; with ``--url``, print
+    that URL (for `export DATABASE_URL=$(python -m devtools.database --url)` while `make run`
+    runs: the embedded server stays up as long as make run does)."""
     if not command:
-        print("usage: python -m devtools.database COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m devtools.database --url | COMMAND [ARGS...]", file=sys.stderr)
         return 2
+    if command == ["--url"]:
+        if os.environ.get("DATABASE_URL"):
+            print(os.environ["DATABASE_URL"])
+            return 0
+        found = embedded_database()
+        if found is None:
+            print("no embedded PostgreSQL yet: run `make run` first", file=sys.stderr)
+            return 1
+        print(found[0])
+        return 0
     with database_url() as (url, description):
         print(description, file=sys.stderr, flush=True)
         return subprocess.call(command, env={**os.environ, "DATABASE_URL": url})
