@@ -5,9 +5,9 @@ Each test logs in as a platform admin and does what an operator would: watches t
 a worker drains a queue, pauses a queue (answering the dialog that asks first) and sees claims
 stop, requeues a dead job in one click, runs a scheduled job now, looks at the graphs, and reads
 the overview on a 1366 x 768 screen without scrolling sideways; an HR user's participant page
-shows its own script still works under the Content-Security-Policy. Every page must load without a console
-error, an uncaught exception or a Content-Security-Policy violation. Screenshots go to
-test-artifacts/ (the best of them are kept in docs/screenshots/).
+shows its own script still works under the Content-Security-Policy. Every page must load
+without a console error, an uncaught exception or a Content-Security-Policy violation.
+Screenshots go to test-artifacts/ (the best of them are kept in docs/screenshots/).
 """
 
 import re
