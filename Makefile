@@ -11,8 +11,8 @@ INSTALLED := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_INSTALLED := $(BENCH_VENV)/.installed
 NODE_INSTALLED := node_modules/.package-lock.json
-ASSETS := static/gen/console.js static/gen/hr.js
-ASSET_SOURCES := $(wildcard static/console/* static/hr/*) static/pauta.css blueprints/assets.py
+ASSETS := static/gen/console.js static/gen/hr.js static/gen/pauta.js
+ASSET_SOURCES := $(wildcard static/console/* static/hr/*) static/confirm.js static/pauta.css blueprints/assets.py
 
 .PHONY: run test lint bench chaos mutants clean
 

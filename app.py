@@ -3,11 +3,13 @@
 import logging
 import os
 import secrets
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from flask.cli import NoAppException
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
@@ -54,7 +56,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     )
     app.config.update(overrides or {})
     if not app.config["DATABASE_URL"]:
-        raise RuntimeError("DATABASE_URL is not set; point it at a PostgreSQL database")
+        app.config["DATABASE_URL"] = embedded_database_url()
     if not app.config["SECRET_KEY"]:
         logging.getLogger(__name__).warning("SECRET_KEY is not set; using a random one")
         app.config["SECRET_KEY"] = secrets.token_hex(32)
@@ -82,6 +84,27 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     app.cli.add_command(employees_cli)
     app.cli.add_command(seed_demo_command)
     return app
+
+
+class DatabaseNotSet(NoAppException):
+    """No database to use; a usage error, so the flask command says why in one sentence."""
+
+
+def embedded_database_url() -> str:
+    """With DATABASE_URL unset: the embedded PostgreSQL that `make run` uses in this checkout,
+    saying so on standard error (see devtools.database)."""
+    from devtools.database import embedded_database
+
+    found = embedded_database()
+    if found is None:
+        raise DatabaseNotSet(
+            "DATABASE_URL is not set and this checkout has no embedded PostgreSQL yet: run "
+            "`make run` once (it creates one under var/), or set DATABASE_URL to a PostgreSQL "
+            "database, e.g. postgresql://me@localhost:5432/pauta"
+        )
+    url, description = found
+    print(description, file=sys.stderr, flush=True)
+    return url
 
 
 def sqlalchemy_url(database_url: str) -> str:

@@ -1,14 +1,19 @@
 """gunicorn settings for the console (read from the working directory by default).
 
-The OpenTelemetry SDK exports from background threads, and threads do not survive a fork: each
-worker configures it after forking. (create_app would also do it, as the app is loaded in the
-worker unless preload_app is set; the hook makes it hold either way.)
+The OpenTelemetry SDK exports from background threads, and threads do not survive a fork. So
+under gunicorn the app never starts the SDK itself (``AFTER_FORK`` tells it so): the master may
+load the app before forking its workers (``preload_app``), and each worker starts its own SDK
+here, after the fork, whether the app is loaded before or after it.
+tests/test_gunicorn_fork.py fails without this hook, with preload_app on and off.
 """
 
+import os
 from typing import Any
+
+from jobqueue.telemetry import configure
+
+os.environ["PAUTA_TELEMETRY_AFTER_FORK"] = "1"  # read by blueprints.observability
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    from jobqueue import telemetry
-
-    telemetry.configure("pauta-web")
+    configure("pauta-web")

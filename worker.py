@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
             inherited["task_modules"] = tuple(inherited["task_modules"])
             settings = WorkerSettings(**inherited).for_queue(arguments.child)
         else:
-            settings = load_settings(arguments, os.environ, maintenance=True)
+            settings = load_settings(arguments, environment(), maintenance=True)
         configure_logging(settings.log_level, settings.log_format)
         telemetry.configure("pauta-worker")  # each process after its fork+exec; off if unset
         import_task_modules(settings.task_modules)
@@ -75,6 +75,20 @@ def main(argv: list[str]) -> int:
     if arguments.single:
         return run_runner(settings, None, None)
     return Supervisor(settings, child_command(settings)).run()
+
+
+def environment() -> dict[str, str]:
+    """The environment settings are read from: with DATABASE_URL unset, the embedded PostgreSQL
+    that `make run` uses in this checkout, if there is one (saying so; see devtools.database)."""
+    environ = dict(os.environ)
+    if not environ.get("DATABASE_URL"):
+        from devtools.database import embedded_database
+
+        found = embedded_database()
+        if found is not None:
+            environ["DATABASE_URL"], description = found
+            print(f"worker.py: {description}", file=sys.stderr, flush=True)
+    return environ
 
 
 def child_command(settings: WorkerSettings) -> ChildCommand:

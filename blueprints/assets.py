@@ -42,6 +42,7 @@ BUNDLES = {
     ),
     # The HR pages' own scripts (no third-party code): select-all, self-refreshing regions.
     "hr_js": Bundle("hr/participants.js", "hr/refresh.js", output="gen/hr.js"),
+    "pauta_js": Bundle("confirm.js", output="gen/pauta.js"),
     "pauta_css": Bundle("pauta.css", "console/console.css", output="gen/pauta.css"),
 }
 

@@ -11,7 +11,10 @@ by route pattern, and who asked.
   spans only, never on metrics, whose label sets must stay small.
 
 Nothing is instrumented unless telemetry is on (an OTLP endpoint is configured), so the console
-pays nothing for it otherwise.
+pays nothing for it otherwise. The SDK itself (its exporter threads) is started here, except
+under gunicorn, whose post_fork hook starts it in each worker (gunicorn.conf.py sets
+``PAUTA_TELEMETRY_AFTER_FORK``): a master that loads the app before forking must not start
+threads its workers would not have.
 """
 
 import os
@@ -22,10 +25,16 @@ from opentelemetry import trace
 
 from jobqueue import telemetry
 
+AFTER_FORK = "PAUTA_TELEMETRY_AFTER_FORK"
+
 
 def init_app(app: Flask) -> None:
     os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "http")  # read at instrumentation
-    if not (telemetry.configure("pauta-web") or telemetry.active()):
+    if os.environ.get(AFTER_FORK) == "1":
+        on = telemetry.endpoint_configured(os.environ)  # the server starts the SDK after forking
+    else:
+        on = telemetry.configure("pauta-web") or telemetry.active()
+    if not on:
         return
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
 

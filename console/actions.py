@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from console import failures
 from console.audit import record, record_jobs
 from console.errors import ActionRefused, NotFound
+from console.formatting import plural
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
 from jobqueue.enqueue import psycopg_connection
 from jobqueue.inspect import JobInspector, Row
@@ -56,7 +57,7 @@ def requeue_job(session: Session, actor: User, job_id: int) -> str:
         )
     details = {"task": job["task"], "was": job["state"], "attempt_budget": budget}
     record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.JOB, job_id, changed, details)
-    return f"Job {job_id} requeued with {budget} more attempts."
+    return f"Job {job_id} requeued with {plural(budget, 'more attempt')}."
 
 
 def cancel_job(session: Session, actor: User, job_id: int) -> str:
@@ -112,8 +113,10 @@ def requeue_failures(
     record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.FAILURE_GROUP, fingerprint,
                 changed, details)  # fmt: skip
     left = len(jobs) - len(changed)
-    note = f" {left} stayed dead: a waiting or running job holds their unique key." if left else ""
-    return f"Requeued {len(changed)} dead {jobs[0]['task']} jobs.{note}"
+    requeued = f"Requeued {plural(len(changed), 'dead ' + jobs[0]['task'] + ' job')}."
+    if left:
+        requeued += f" {plural(left, 'job')} stayed dead: a waiting or running job holds its key."
+    return requeued
 
 
 def discard_failures(
@@ -125,10 +128,12 @@ def discard_failures(
     details = {"task": jobs[0]["task"], "selected": ids is not None}
     record_jobs(session, actor, AuditAction.JOB_DISCARD, AuditTarget.FAILURE_GROUP, fingerprint,
                 changed, details)  # fmt: skip
-    return f"Discarded {len(changed)} dead {jobs[0]['task']} jobs."
+    return f"Discarded {plural(len(changed), 'dead ' + jobs[0]['task'] + ' job')}."
 
 
 def _failures(session: Session, fingerprint: str, max_id: int, ids: list[int] | None) -> list[Row]:
+    if ids is not None and not ids:
+        raise ActionRefused("No job was ticked: nothing was changed.")
     inspector = JobInspector(psycopg_connection(session))
     jobs = failures.selection(inspector, fingerprint, None, max_id, ids)
     if not jobs:
@@ -174,7 +179,8 @@ def drain_worker(session: Session, actor: User, worker_id: int) -> str:
         raise ActionRefused(f"Worker {worker['name']} is {worker['state']}: nothing to shut down.")
     record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, worker_id,
            affected=len(asked), details={"name": worker["name"], "worker_ids": asked})  # fmt: skip
-    return f"Asked {worker['name']} to shut down gracefully ({_processes(len(asked))})."
+    processes = plural(len(asked), "process", "processes")
+    return f"Asked {worker['name']} to shut down gracefully ({processes})."
 
 
 def drain_all_workers(session: Session, actor: User) -> str:
@@ -189,12 +195,9 @@ def drain_all_workers(session: Session, actor: User) -> str:
         raise ActionRefused("No running worker is left to ask: nothing to shut down.")
     record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, "all",
            affected=len(asked), details={"worker_ids": sorted(asked)})  # fmt: skip
-    return f"Asked every worker to shut down gracefully ({_processes(len(asked))})."
+    processes = plural(len(asked), "process", "processes")
+    return f"Asked every worker to shut down gracefully ({processes})."
 
 
 def _workers(session: Session) -> list[Row]:
     return JobInspector(psycopg_connection(session)).workers()
-
-
-def _processes(count: int) -> str:
-    return "1 process" if count == 1 else f"{count} processes"

@@ -2,7 +2,8 @@
 
 Works on a row of ``JobInspector.job`` (the job with its queue's pause, the live workers of its
 queue and the database's ``now``), so the explanation uses the database's clock, not the web
-server's.
+server's. For a reader who is not an ``operator`` (a platform admin) it names no worker process
+and no admin who paused the queue (see console.redaction).
 """
 
 from dataclasses import dataclass
@@ -19,12 +20,12 @@ class Explanation:
     actions: tuple[str, ...]  # of "run_now", "cancel", "requeue", "discard"
 
 
-def explain(job: Row) -> Explanation:
+def explain(job: Row, operator: bool = True) -> Explanation:
     state = job["state"]
     if state == JobState.AVAILABLE:
-        return _waiting(job)
+        return _waiting(job, operator)
     if state == JobState.RUNNING:
-        return Explanation("running", _running(job), ())
+        return Explanation("running", _running(job, operator), ())
     if state == JobState.SUCCEEDED:
         reason = f"succeeded at {utc(job['finished_at'])} on attempt {job['attempt']}"
         return Explanation("succeeded", reason, ())
@@ -36,7 +37,7 @@ def explain(job: Row) -> Explanation:
     return Explanation("cancelled", reason, ("requeue",))
 
 
-def _waiting(job: Row) -> Explanation:
+def _waiting(job: Row, operator: bool) -> Explanation:
     now, at = job["now"], job["available_at"]
     if at > now:
         when = f"{utc(at)} ({relative(at, now)})"
@@ -50,7 +51,7 @@ def _waiting(job: Row) -> Explanation:
             )
         return Explanation(label, reason + _blocked_note(job), ("run_now", "cancel"))
     if job["queue_paused"]:
-        by = f" by {job['queue_paused_by']}" if job["queue_paused_by"] else ""
+        by = f" by {job['queue_paused_by']}" if job["queue_paused_by"] and operator else ""
         reason = f"waiting: queue paused{by} since {utc(job['queue_paused_at'])}"
     elif job["live_workers"] == 0:
         reason = "waiting: no live worker serves this queue"
@@ -68,15 +69,17 @@ def _blocked_note(job: Row) -> str:
     return ""
 
 
-def _running(job: Row) -> str:
+def _running(job: Row, operator: bool) -> str:
     now, lease = job["now"], job["lease_expires_at"]
     if lease < now:
+        holder = job["locked_by"] if operator else "a worker"
         return (
-            f"claimed by {job['locked_by']}, whose lease expired {relative(lease, now)}: "
+            f"claimed by {holder}, whose lease expired {relative(lease, now)}: "
             "the sweeper will put it back"
         )
+    where = f"running on {job['locked_by']}" if operator else "running"
     return (
-        f"running on {job['locked_by']}: attempt {job['attempt']} of {job['max_attempts']}, "
+        f"{where}: attempt {job['attempt']} of {job['max_attempts']}, "
         f"claimed {relative(job['started_at'], now)}, lease until {utc(lease, with_date=False)}"
     )
 

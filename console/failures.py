@@ -19,7 +19,8 @@ def selection(
     max_id: int | None,
     ids: list[int] | None,
 ) -> list[Row]:
-    """The dead jobs a bulk action on this group would touch, newest first."""
-    return inspector.failure_jobs(
-        fingerprint, tenant_id, max_id=max_id, ids=ids or None, limit=BULK_LIMIT
-    )
+    """The dead jobs a bulk action on this group would touch, newest first: the whole group's
+    (``ids`` None), or those of ``ids`` only (none when it is empty)."""
+    if ids is not None and not ids:
+        return []
+    return inspector.failure_jobs(fingerprint, tenant_id, max_id=max_id, ids=ids, limit=BULK_LIMIT)

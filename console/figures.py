@@ -50,6 +50,19 @@ class QueueFigures:
     wait_max: float | None = None
     into_minute_seconds: float = 0.0
 
+    @property
+    def unserved(self) -> bool:
+        """Jobs are waiting, scheduled or running, yet no live worker serves the queue: nothing
+        will run them (a running job's lease will expire and the job wait like the others)."""
+        return self.live_workers == 0 and bool(self.available + self.scheduled + self.running)
+
+    @property
+    def state(self) -> str:
+        """What the queue's badge says; empty while it is served as it should be."""
+        if self.paused:
+            return "paused"
+        return "no live worker" if self.unserved else ""
+
     def rate(self, window: int) -> float:
         """Attempts finished per minute over the window."""
         covered_minutes = window + self.into_minute_seconds / 60
@@ -74,6 +87,7 @@ class QueueFigures:
         """The raw figures (for JSON readers other than the page)."""
         return {
             "paused": self.paused,
+            "unserved": self.unserved,
             "available": self.available,
             "scheduled": self.scheduled,
             "running": self.running,
@@ -97,7 +111,7 @@ class QueueFigures:
         """The same figures as the page writes them; keys are the cells' ``data-field``."""
         last_hour = self.outcomes[60]
         return {
-            "state": "paused" if self.paused else "running",
+            "state": self.state,
             "available": formatting.count(self.available),
             "scheduled": formatting.count(self.scheduled),
             "running": formatting.count(self.running),
@@ -126,11 +140,15 @@ class Overview:
     queues: list[QueueFigures]
     totals: QueueFigures
 
+    @property
+    def unserved(self) -> list[str]:
+        """The queues with work and no live worker."""
+        return [queue.queue for queue in self.queues if queue.unserved]
+
     def as_json(self) -> dict[str, Any]:
-        return {
-            "queues": [queue.as_json() for queue in self.queues],
-            "totals": self.totals.as_json(),
-        }
+        totals = self.totals.as_json()
+        totals["display"]["unserved_queues"] = ", ".join(self.unserved)
+        return {"queues": [queue.as_json() for queue in self.queues], "totals": totals}
 
 
 def overview(inspector: JobInspector, tenant_id: int | None, queue: str | None = None) -> Overview:
@@ -139,7 +157,11 @@ def overview(inspector: JobInspector, tenant_id: int | None, queue: str | None =
     outcomes = {row["queue"]: row for row in inspector.queue_outcomes(tenant_id, queue)}
     into_minute = next(iter(outcomes.values()), {}).get("into_minute_seconds", 0.0)
     queues = [_queue_figures(row, outcomes.get(row["queue"]), into_minute) for row in live]
-    totals = _totals(queues, live_processes=live[0]["live_processes"] if live else 0)
+    if queue is not None:  # one queue's totals are its own figures, its live workers too
+        processes = queues[0].live_workers if queues else 0
+    else:
+        processes = live[0]["live_processes"] if live else 0
+    totals = _totals(queues, live_processes=processes)
     totals.into_minute_seconds = into_minute
     return Overview(queues, totals)
 

@@ -10,6 +10,11 @@ def count(value: int | None) -> str:
     return NONE if value is None else f"{value:,}"
 
 
+def plural(value: int, noun: str, nouns: str | None = None) -> str:
+    """ "1 job", "2 jobs", "1,200 processes": the count with its noun, singular only for one."""
+    return f"{count(value)} {noun if value == 1 else (nouns or noun + 's')}"
+
+
 def rate(per_minute: float) -> str:
     """Jobs per minute: one decimal below 100."""
     return f"{per_minute:,.0f}" if per_minute >= 100 else f"{per_minute:.1f}"

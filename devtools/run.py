@@ -1,7 +1,10 @@
-"""`make run`: database, migrations, a demo tenant (once), the worker, the console (gunicorn), a
-local SMTP sink for the e-mails the worker sends, and a few demo jobs.
+"""`make run`: database, migrations, a demo tenant and a few demo jobs (on the first run), the
+worker, the console (gunicorn), and a local SMTP sink for the e-mails the worker sends.
 
-Stops everything it started on SIGINT (Ctrl-C) or SIGTERM and exits 0.
+A worker that exits 0 (it drained: a graceful shutdown asked from the console) is started
+again, as a service manager that restarts it would; one that fails stops everything, and so
+does the console or the sink ending. Stops everything it started on SIGINT (Ctrl-C) or SIGTERM
+and exits 0.
 """
 
 import os
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from devtools.database import ROOT, database_url
 
-VAR = ROOT / "var"
+VAR = Path(os.environ.get("PAUTA_VAR_DIR", ROOT / "var")).resolve()
 BIN = Path(sys.executable).parent
 PORT = int(os.environ.get("PORT", "8000"))
 QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2")
@@ -23,6 +26,7 @@ TASKS = os.environ.get("PAUTA_TASK_MODULES", "hr.tasks")
 SMTP_SINK_PORT = int(os.environ.get("PAUTA_SMTP_SINK_PORT", "8025"))
 MAILDIR = VAR / "mail"
 CREDENTIALS = VAR / "demo-credentials.txt"
+RESTART_SECONDS = 1.0  # before a drained worker is started again
 
 
 def secret_key() -> str:
@@ -33,8 +37,13 @@ def secret_key() -> str:
     return path.read_text().strip()
 
 
-def flask(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([str(BIN / "flask"), "--app", "app", *args], env=env, cwd=ROOT, check=True)
+def flask(*args: str, env: dict[str, str]) -> str:
+    """Run a flask command of the app; its standard output."""
+    done = subprocess.run(
+        [str(BIN / "flask"), "--app", "app", *args],
+        env=env, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return done.stdout
 
 
 def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
@@ -52,17 +61,19 @@ def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
     raise SystemExit(f"the console did not answer {url} within 60 s")
 
 
-def seed_demo_once(env: dict[str, str]) -> None:
-    """Build the demo tenant on the first run; keep its credentials in var/ to show every run."""
-    seeded = subprocess.run(
-        [str(BIN / "flask"), "--app", "app", "seed-demo"],
-        env=env, cwd=ROOT, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    if "Log in with:" in seeded.stdout:
-        CREDENTIALS.write_text(seeded.stdout)
+def seed_demo_once(env: dict[str, str]) -> bool:
+    """Build the demo tenant on the first run and keep its log-ins in var/; print them on every
+    run. True if this run built it."""
+    seeded = flask("seed-demo", env=env)
+    first = "Log in with:" in seeded
+    if first:
+        print(seeded, end="", flush=True)
+        logins = seeded[seeded.index("Log in with:") :]
+        CREDENTIALS.write_text(logins)
         CREDENTIALS.chmod(0o600)
-    if CREDENTIALS.exists():
-        print(CREDENTIALS.read_text(), flush=True)
+    elif CREDENTIALS.exists():
+        print(f"Demo tenant 'demo' (built on the first run). {CREDENTIALS.read_text()}", end="")
+    return first
 
 
 def mail_env(env: dict[str, str]) -> dict[str, str]:
@@ -77,24 +88,43 @@ def mail_env(env: dict[str, str]) -> dict[str, str]:
     }
 
 
+DEMO_JOBS = (  # (what the summary calls them, the arguments of `flask jobs enqueue`)
+    ("200 noop", ("noop", "--count", "200")),
+    ("8 sleep of 2 s", ("sleep", "--payload", '{"seconds": 2}', "--count", "8")),
+    ("1 fail with 2 attempts",
+     ("fail", "--payload", '{"message": "demo failure"}', "--max-attempts", "2")),
+    ("1 noop in 10 minutes", ("noop", "--delay", "600")),
+)  # fmt: skip
+
+
 def demo(env: dict[str, str]) -> None:
-    flask("jobs", "enqueue", "noop", "--count", "200", env=env)
-    flask("jobs", "enqueue", "sleep", "--payload", '{"seconds": 2}', "--count", "8", env=env)
-    flask("jobs", "enqueue", "fail", "--payload", '{"message": "demo failure"}',
-          "--max-attempts", "2", env=env)  # fmt: skip
-    flask("jobs", "enqueue", "noop", "--delay", "600", env=env)
+    """A few jobs to watch in the console, enqueued with the CLI; their ids are not printed."""
+    for _, arguments in DEMO_JOBS:
+        flask("jobs", "enqueue", *arguments, env=env)
+    print("Demo jobs enqueued: " + ", ".join(name for name, _ in DEMO_JOBS) + ".", flush=True)
 
 
 def main() -> int:
-    VAR.mkdir(exist_ok=True)
+    VAR.mkdir(parents=True, exist_ok=True)
     with database_url() as (url, description):
         print(description, flush=True)
         return serve({**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()})
 
 
+def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # Children get their own process group: Ctrl-C reaches only this process, which then sends
+    # each child one SIGTERM (a second signal would make the worker stop without draining).
+    return subprocess.Popen(
+        [sys.executable, "worker.py", "--queues", QUEUES, "--tasks", TASKS],
+        env=env,
+        cwd=ROOT,
+        process_group=0,
+    )
+
+
 def serve(env: dict[str, str]) -> int:
     flask("db", "upgrade", env=env)
-    seed_demo_once(env)
+    first_run = seed_demo_once(env)
     env = mail_env(env)
 
     stop: list[int] = []
@@ -102,14 +132,7 @@ def serve(env: dict[str, str]) -> int:
     signal.signal(signal.SIGINT, lambda signum, _: stop.append(signum))
     (VAR / "run.pid").write_text(str(os.getpid()))
 
-    # Children get their own process group: Ctrl-C reaches only this process, which then sends
-    # each child one SIGTERM (a second signal would make the worker stop without draining).
-    worker = subprocess.Popen(
-        [sys.executable, "worker.py", "--queues", QUEUES, "--tasks", TASKS],
-        env=env,
-        cwd=ROOT,
-        process_group=0,
-    )
+    worker = start_worker(env)
     # aiosmtpd's own command line: every message it receives becomes a file in var/mail/new/.
     sink = subprocess.Popen(
         [sys.executable, "-m", "aiosmtpd", "-n", "-l", f"127.0.0.1:{SMTP_SINK_PORT}",
@@ -130,27 +153,38 @@ def serve(env: dict[str, str]) -> int:
         cwd=ROOT,
         process_group=0,
     )
-    children = [worker, console, sink]
+    ended: list[subprocess.Popen[bytes]] = []  # what ended on its own, if anything did
     try:
-        wait_for_health(f"http://127.0.0.1:{PORT}/healthz", children)
-        demo(env)
+        wait_for_health(f"http://127.0.0.1:{PORT}/healthz", [worker, console, sink])
+        if first_run:
+            demo(env)
         print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)", flush=True)
         print(f"Jobs console (platform or HR admin): http://127.0.0.1:{PORT}/queues/", flush=True)
         print(f"E-mails: SMTP sink on 127.0.0.1:{SMTP_SINK_PORT}; read them in {MAILDIR}/new/"
               " (one file per message)\n", flush=True)  # fmt: skip
-        while not stop and all(child.poll() is None for child in children):
+        while not stop and not (ended := [c for c in (console, sink) if c.poll() is not None]):
+            if worker.poll() == 0:
+                print("worker.py drained and exited 0 (a shutdown asked from the console): "
+                      "starting it again", flush=True)  # fmt: skip
+                time.sleep(RESTART_SECONDS)
+                worker = start_worker(env)
+            elif worker.poll() is not None:
+                ended = [worker]
+                break
             time.sleep(0.2)
     finally:
+        children = [worker, console, sink]
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
         for child in children:
             child.wait(timeout=60)
         (VAR / "run.pid").unlink(missing_ok=True)
-    failed = [child for child in children if child.returncode not in (0, -signal.SIGTERM)]
     if not stop:
-        print("a child process exited on its own; stopped the rest", file=sys.stderr)
+        print(f"{ended[0].args[1]} exited with {ended[0].returncode} on its own; stopped the rest",
+              file=sys.stderr)  # fmt: skip
         return 1
+    failed = [child for child in children if child.returncode not in (0, -signal.SIGTERM)]
     return 1 if failed else 0
 
 

@@ -36,6 +36,7 @@ class JobFilter:
     error: str | None = None  # text anywhere in last_error, case-insensitive
     payload_key: str | None = None
     payload_value: str | None = None  # compared with the key's value as text
+    min_id: int | None = None  # only jobs from this id up (a search bounded to recent jobs)
 
     def params(self) -> dict[str, Any]:
         state, visible = self.state, None
@@ -52,6 +53,7 @@ class JobFilter:
             "error_pattern": None if self.error is None else f"%{_escape_like(self.error)}%",
             "payload_key": self.payload_key,
             "payload_value": self.payload_value if self.payload_key is not None else None,
+            "min_id": self.min_id,
         }
 
 
@@ -124,6 +126,10 @@ class JobInspector:
         """Up to ``limit`` jobs matching ``where`` with ids below ``before_id``, newest first."""
         params = {**where.params(), "before_id": before_id, "limit": limit}
         return self._rows("console_job_list", params)
+
+    def search_facts(self) -> Row:
+        """``error_indexed`` (the error filter's trigram index exists) and ``newest_id``."""
+        return self._rows("console_search_facts", {})[0]
 
     def job(self, job_id: int, tenant_id: int | None, payload_chars: int) -> Row | None:
         """One job and what explains its state; None if it does not exist for this tenant."""

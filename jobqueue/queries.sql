@@ -740,7 +740,7 @@ ORDER BY buckets.bucket
 
 -- name: console_job_list
 -- One page of jobs, newest first (keyset on id), by any mix of state, visibility, queue, task,
--- tenant, text in the last error (an ILIKE pattern) and a payload key's value.
+-- tenant, text in the last error (an ILIKE pattern), a payload key's value, and a lowest id.
 SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, jobs.queue, jobs.task,
        CASE WHEN jobs.state = 'available' AND jobs.available_at > now() THEN 'scheduled'
             ELSE jobs.state END AS state,
@@ -757,8 +757,15 @@ WHERE (%(before_id)s::bigint IS NULL OR jobs.id < %(before_id)s)
   AND (%(tenant_id)s::bigint IS NULL OR jobs.tenant_id = %(tenant_id)s)
   AND (%(error_pattern)s::text IS NULL OR jobs.last_error ILIKE %(error_pattern)s)
   AND (%(payload_key)s::text IS NULL OR jobs.payload ->> %(payload_key)s = %(payload_value)s)
+  AND (%(min_id)s::bigint IS NULL OR jobs.id >= %(min_id)s)
 ORDER BY jobs.id DESC
 LIMIT %(limit)s
+
+-- name: console_search_facts
+-- What bounds a search of the job list: whether the error filter has its trigram index
+-- (migration 0009_console_search, where pg_trgm exists), and the newest job's id.
+SELECT to_regclass('jobs_error_search_idx') IS NOT NULL AS error_indexed,
+       (SELECT max(id) FROM jobs) AS newest_id
 
 -- name: console_job_detail
 -- One job with what explains its state: the database's time, its queue's pause, the live

@@ -87,6 +87,16 @@ class Job(db.Model):
             "id",
             postgresql_where=text("state = 'dead'"),
         ),
+        # The console's "Error contains" filter: trigrams of the errors there are (migration
+        # 0009_console_search; missing where the server lacks pg_trgm, and the console then
+        # bounds the search).
+        Index(
+            "jobs_error_search_idx",
+            "last_error",
+            postgresql_using="gin",
+            postgresql_ops={"last_error": "gin_trgm_ops"},
+            postgresql_where=text("last_error IS NOT NULL"),
+        ),
         # A unique key holds while its job is waiting or running.
         Index(
             "jobs_unique_key_idx",

@@ -2,11 +2,12 @@
 on a loopback port and real worker.py processes.
 
 Each test logs in as a platform admin and does what an operator would: watches the overview while
-a worker drains a queue, pauses a queue and sees claims stop, requeues a dead job in one click,
-runs a scheduled job now, and looks at the graphs; an HR user's participant page shows its own
-script still works under the Content-Security-Policy. Every page must load without a console
-error, an uncaught exception or a Content-Security-Policy violation. Screenshots go to
-test-artifacts/ (the best of them are kept in docs/screenshots/).
+a worker drains a queue, pauses a queue (answering the dialog that asks first) and sees claims
+stop, requeues a dead job in one click, runs a scheduled job now, looks at the graphs, and reads
+the overview on a 1366 x 768 screen without scrolling sideways; an HR user's participant page
+shows its own script still works under the Content-Security-Policy. Every page must load
+without a console error, an uncaught exception or a Content-Security-Policy violation.
+Screenshots go to test-artifacts/ (the best of them are kept in docs/screenshots/).
 """
 
 import re
@@ -113,9 +114,11 @@ def page(browser: Browser, server: str, app: Any) -> Iterator[Page]:
 
 
 @contextmanager
-def watched_tab(browser: Browser, server: str, user: Any) -> Iterator[Page]:
+def watched_tab(
+    browser: Browser, server: str, user: Any, width: int = 1400, height: int = 900
+) -> Iterator[Page]:
     """A tab logged in as ``user``; at the end, fails on any console error or CSP violation."""
-    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
+    context = browser.new_context(base_url=server, viewport={"width": width, "height": height})
     context.add_init_script(RECORD_CSP_VIOLATIONS)
     tab = context.new_page()
     problems: list[str] = []
@@ -171,6 +174,13 @@ def test_pausing_a_queue_stops_its_claims_until_it_is_resumed(
     start_worker(workers, database_url, "--queues", "default=1,mail=1")
     page.goto("/queues/default")
     page.get_by_role("button", name="Pause queue").click()
+    question = page.get_by_role("dialog", name="Pause queue default?")
+    expect(question).to_be_visible()  # asked by our bundled script, no inline script
+    question.get_by_role("button", name="Back").click()
+    expect(question).to_be_hidden()
+    assert not scalar(conn, "SELECT paused FROM queues WHERE name = 'default'")
+    page.get_by_role("button", name="Pause queue").click()
+    question.get_by_role("button", name="Pause queue").click()
     expect(page.get_by_role("status")).to_contain_text("Queue default paused")
     paused = enqueue_many(conn, [JobRequest("record_run", queue="default") for _ in range(10)])
     control = enqueue_many(conn, [JobRequest("record_run", queue="mail") for _ in range(10)])
@@ -270,3 +280,40 @@ def test_the_cycle_pages_script_still_works_under_the_content_security_policy(
         boxes = tab.locator("input[type=checkbox][name=employees]")
         expect(boxes).to_have_count(len(people))
         assert all(box.is_checked() for box in boxes.all())
+
+
+# What sticks out sideways: the page itself, and every scrolling box wider than its content.
+OVERFLOW = """() => {
+    const page = document.documentElement;
+    const boxes = [...document.querySelectorAll(".scroll")]
+        .filter((box) => box.scrollWidth > box.clientWidth)
+        .map((box) => `${box.className}: ${box.scrollWidth} > ${box.clientWidth}`);
+    return {page: page.scrollWidth - page.clientWidth, boxes};
+}"""
+
+
+def test_the_overview_fits_a_1366_by_768_screen_without_scrolling_sideways(
+    browser: Browser, server: str, app: Any, conn: Conn, database_url: str,
+    workers: list[WorkerProcess],
+) -> None:  # fmt: skip
+    with seeding(app) as session:
+        admin = make_user(session, system_tenant(session), Role.PLATFORM_ADMIN)
+    enqueue_many(
+        conn,
+        [JobRequest("record_run", {"pause": 0.01}, queue="notifications") for _ in range(300)]
+        + [JobRequest("always_fails", queue="default", max_attempts=2) for _ in range(20)]
+        + [JobRequest("record_run", queue="reports", delay=3600) for _ in range(1234)],
+    )
+    start_worker(workers, database_url, "--queues", "default=2,notifications=2",
+                 "--stats-flush-seconds", "0.5")  # fmt: skip
+    finished = "SELECT count(*) FROM jobs WHERE state IN ('succeeded', 'dead')"
+    wait_until(lambda: scalar(conn, finished) == 320, timeout=60)
+    with watched_tab(browser, server, admin, width=1366, height=768) as tab:
+        tab.goto("/queues/")
+        workers_header = tab.get_by_role("columnheader", name="Workers")
+        expect(workers_header).to_be_in_viewport()
+        expect(figure(tab, "reports", "state")).to_have_text("no live worker")
+        screenshot(tab, "console-overview-1366")
+        assert tab.evaluate(OVERFLOW) == {"page": 0, "boxes": []}
+        box = workers_header.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 1366

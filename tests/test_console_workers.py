@@ -115,7 +115,7 @@ def test_a_graceful_shutdown_asked_in_the_console_stops_the_worker(
                               "--heartbeat", "0.5")  # fmt: skip
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM workers WHERE state = 'running'") == 3)
     token = csrf_token(admin, "/my/reviews")
-    response = admin.post("/workers/drain", data={"csrf_token": token})
+    response = admin.post("/workers/drain", data={"csrf_token": token, "confirmed": "1"})
     assert response.status_code == 303
     assert supervisor.wait(20) == 0
     states = conn.execute("SELECT DISTINCT state, drain_requested_by FROM workers").fetchall()

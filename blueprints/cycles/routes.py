@@ -19,6 +19,8 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
+from blueprints.confirmation import ask, confirmed
+from blueprints.cycles import confirmations
 from blueprints.cycles.forms import (
     ActionForm,
     CycleForm,
@@ -125,6 +127,7 @@ def cycle_detail(cycle_id: int) -> ResponseReturnValue:
         **cycle_progress_of(cycle),
         reviewees=progress.reviewee_progress(db.session, cycle),
         action_form=ActionForm(),
+        confirmations=confirmations,
     )
 
 
@@ -213,6 +216,8 @@ def reviews_generate(cycle_id: int) -> ResponseReturnValue:
 @role_required(Role.HR_ADMIN)
 def cycle_activate(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
+    if not wants_json() and not confirmed():
+        return ask(confirmations.activate(cycle), url_for("cycles.cycle_detail", cycle_id=cycle.id))
     activation = activate_cycle(db.session, cycle.tenant_id, cycle.id, current_user.id)
     db.session.commit()
     if wants_json():
@@ -234,6 +239,8 @@ def cycle_activate(cycle_id: int) -> ResponseReturnValue:
 @role_required(Role.HR_ADMIN)
 def cycle_close(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
+    if not wants_json() and not confirmed():
+        return ask(confirmations.close(cycle), url_for("cycles.cycle_detail", cycle_id=cycle.id))
     close_cycle(db.session, cycle.tenant_id, cycle.id)
     db.session.commit()
     flash(f"“{cycle.name}” is closed; no more reviews can be submitted.", "success")
@@ -244,6 +251,8 @@ def cycle_close(cycle_id: int) -> ResponseReturnValue:
 @role_required(Role.HR_ADMIN)
 def cycle_cancel(cycle_id: int) -> ResponseReturnValue:
     cycle = get_or_404(ReviewCycle, cycle_id)
+    if not wants_json() and not confirmed():
+        return ask(confirmations.cancel(cycle), url_for("cycles.cycle_detail", cycle_id=cycle.id))
     cancel_cycle(db.session, cycle.tenant_id, cycle.id)
     db.session.commit()
     flash(f"“{cycle.name}” is cancelled.", "success")

@@ -10,9 +10,10 @@ from flask_login import current_user
 from sqlalchemy import select
 
 from blueprints.auth.routes import safe_next
+from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.queues import bp
 from blueprints.queues.forms import ActionForm, TenantFilterForm
-from console import formatting
+from console import audit_text, formatting, redaction
 from console.errors import ActionRefused, NotFound
 from models import Tenant, db
 from models.people import Role
@@ -23,6 +24,14 @@ OPERATORS = (Role.PLATFORM_ADMIN,)
 
 bp.add_app_template_filter(formatting.seconds, "duration")
 bp.add_app_template_filter(formatting.count, "count")
+bp.add_app_template_filter(formatting.plural, "plural")
+bp.add_app_template_filter(audit_text.sentence, "audit_sentence")
+
+
+@bp.app_template_filter("for_reader")
+def for_reader(text: str | None) -> str | None:
+    """A job's text as the reader may see it: worker names only for platform admins."""
+    return text if current_user.is_platform_admin else redaction.hide_worker_names(text)
 
 
 def tenant_id(tenant: Tenant | None) -> int | None:
@@ -50,11 +59,16 @@ def render_console(
     )
 
 
-def act(action: Callable[[], str], back: str) -> ResponseReturnValue:
+def act(
+    action: Callable[[], str], back: str, confirm: Confirmation | None = None
+) -> ResponseReturnValue:
     """Run an operator action in the request's transaction, commit it (the change and its audit
-    row together), say what happened, and go back where the form said (or to ``back``)."""
+    row together), say what happened, and go back where the form said (or to ``back``). With
+    ``confirm``, only a confirmed post acts; any other is asked the question first."""
     form = ActionForm()
     target = safe_next(form.next.data) or back
+    if confirm is not None and not confirmed():
+        return ask(confirm, target)
     try:
         message = action()
     except NotFound:

@@ -11,7 +11,7 @@ from blueprints.inputs import query_int, query_ints
 from blueprints.links import query_args
 from blueprints.queues import bp
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
-from blueprints.queues.forms import FailureActionForm
+from blueprints.queues.forms import SELECTED, FailureActionForm
 from blueprints.scoping import chosen_tenant
 from console import actions, failures
 from models import db
@@ -50,7 +50,7 @@ def failure_detail(fingerprint: str) -> ResponseReturnValue:
 
 @bp.get("/failures/<fingerprint>/confirm")
 @role_required(*OPERATORS)
-@query_args("action", "job")
+@query_args("action", "job", "scope")
 def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     """How many jobs a bulk action would touch, and the button that does it."""
     action = request.args.get("action")
@@ -59,8 +59,15 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
     if group is None or action not in BULK_ACTIONS:
         abort(404)
     chosen = query_ints("job")
-    touched = failures.selection(engine, fingerprint, None, None, chosen or None)
-    form = FailureActionForm(data={"max_id": touched[0]["id"] if touched else 0, "jobs": chosen})
+    selected = request.args.get("scope") == SELECTED or bool(chosen)
+    touched = failures.selection(engine, fingerprint, None, None, chosen if selected else None)
+    form = FailureActionForm(
+        data={
+            "max_id": touched[0]["id"] if touched else 0,
+            "scope": SELECTED if selected else "",
+            "jobs": chosen,
+        }
+    )
     return render_console(
         "queues/failure_confirm.html",
         None,
@@ -68,7 +75,7 @@ def failure_confirm(fingerprint: str) -> ResponseReturnValue:
         group=group,
         action=action,
         touched=touched,
-        selected=bool(chosen),
+        selected=selected,
         form=form,
     )
 

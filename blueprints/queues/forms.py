@@ -12,6 +12,8 @@ from jobqueue.inspect import JobFilter
 
 # The job states, with "scheduled" (available, not visible yet) told apart from "available".
 JOB_STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
+ERROR_LENGTH = "Search for 3 to 200 characters of the error."
+SELECTED = "selected"  # a failure action's scope when it acts on the jobs ticked only
 
 
 class ActionForm(FlaskForm):
@@ -22,9 +24,11 @@ class ActionForm(FlaskForm):
 
 class FailureActionForm(FlaskForm):
     """A bulk action on a failure group: every dead job up to ``max_id`` (the newest job its
-    confirmation counted), or only the ``jobs`` ticked among them."""
+    confirmation counted), or, with ``scope`` "selected", only the ``jobs`` ticked among them
+    (none ticked: none)."""
 
     max_id = IntegerField(validators=[InputRequired(), NumberRange(min=0, max=BIGINT_MAX)])
+    scope = HiddenField()
     jobs = SelectMultipleField(coerce=int, validate_choice=False)
 
     def validate_jobs(self, field: SelectMultipleField) -> None:
@@ -32,7 +36,10 @@ class FailureActionForm(FlaskForm):
             raise ValidationError("Not a job id.")
 
     def selected(self) -> list[int] | None:
-        return list(self.jobs.data) if self.jobs.data else None
+        """The ids ticked, or None for the whole group."""
+        if self.scope.data == SELECTED or self.jobs.data:
+            return list(self.jobs.data or [])
+        return None
 
 
 class TenantFilterForm(FlaskForm):
@@ -64,7 +71,11 @@ class JobFilterForm(FlaskForm):
     )
     queue = StringField("Queue", validators=[Optional(), Length(max=63)])
     task = StringField("Task", validators=[Optional(), Length(max=200)])
-    error = StringField("Error contains", validators=[Optional(), Length(max=200)])
+    error = StringField(
+        "Error contains",
+        validators=[Optional(), Length(min=3, max=200, message=ERROR_LENGTH)],
+        description="at least 3 characters",
+    )
     payload = StringField(
         "Payload",
         validators=[Optional(), Length(max=200)],

@@ -11,11 +11,11 @@ from blueprints.auth.access import role_required
 from blueprints.engine import inspector
 from blueprints.inputs import parse_id, query_int
 from blueprints.links import query_args
-from blueprints.queues import bp
+from blueprints.queues import bp, confirmations
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm, JobFilterForm
 from blueprints.scoping import chosen_tenant
-from console import actions
+from console import actions, search
 from console.explain import explain
 from models import db
 
@@ -30,13 +30,18 @@ def job_list() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     form = JobFilterForm(request.args)
     before = query_int("before")
-    rows = inspector().jobs(form.criteria(tenant_id(tenant)), before, PAGE + 1)
+    engine = inspector()
+    where = form.criteria(tenant_id(tenant))
+    bounded = search.bound(engine, where, before)
+    rows = engine.jobs(search.within(where, bounded), before, PAGE + 1)
     page = render_console(
         "queues/job_list.html",
         tenant,
         form=form,
         jobs=rows[:PAGE],
         next_before=rows[PAGE - 1]["id"] if len(rows) > PAGE else None,
+        bounded=bounded,
+        window=search.WINDOW,
     )
     return page, 400 if form.errors else 200
 
@@ -56,10 +61,11 @@ def job_detail(job_id: int) -> ResponseReturnValue:
         tenant,
         filtered=False,
         job=job,
-        why=explain(job),
+        why=explain(job, operator=current_user.is_platform_admin),
         attempts=engine.attempts(job_id),
         trace_url=current_app.config["PAUTA_TRACE_URL_TEMPLATE"],
         action_form=ActionForm(),
+        discard=confirmations.discard_job(job_id),
     )
 
 
@@ -98,7 +104,8 @@ def job_run_now(job_id: int) -> ResponseReturnValue:
 @role_required(*OPERATORS)
 def job_discard(job_id: int) -> ResponseReturnValue:
     back = url_for("queues.job_detail", job_id=job_id)
-    return act(lambda: actions.discard_job(db.session, current_user, job_id), back)
+    discard = confirmations.discard_job(job_id)
+    return act(lambda: actions.discard_job(db.session, current_user, job_id), back, discard)
 
 
 @bp.get("/scheduled/")

@@ -10,7 +10,7 @@ from blueprints.auth.routes import home_for
 from blueprints.engine import inspector
 from blueprints.inputs import query_int
 from blueprints.links import query_args
-from blueprints.queues import bp
+from blueprints.queues import bp, confirmations
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
 from blueprints.queues.forms import ActionForm
 from blueprints.scoping import chosen_tenant, scoped
@@ -52,6 +52,7 @@ def queue_detail(name: str) -> ResponseReturnValue:
         window=window,
         windows=charts.WINDOWS,
         action_form=ActionForm(),
+        pause=confirmations.pause_queue(name),
     )
 
 
@@ -59,7 +60,8 @@ def queue_detail(name: str) -> ResponseReturnValue:
 @role_required(*OPERATORS)
 def queue_pause(name: str) -> ResponseReturnValue:
     back = url_for("queues.queue_detail", name=name)
-    return act(lambda: actions.pause_queue(db.session, current_user, name), back)
+    pause = confirmations.pause_queue(name)
+    return act(lambda: actions.pause_queue(db.session, current_user, name), back, pause)
 
 
 @bp.post("/queues/<name>/resume")
@@ -77,21 +79,37 @@ def worker_list() -> ResponseReturnValue:
     template = (
         "queues/_worker_table.html" if request.args.get("part") else "queues/worker_list.html"
     )
-    return render_console(template, None, filtered=False, workers=found, action_form=ActionForm())
+    return render_console(
+        template,
+        None,
+        filtered=False,
+        workers=found,
+        action_form=ActionForm(),
+        drain=confirmations.drain_worker,
+        drain_all=confirmations.drain_all(),
+    )
 
 
 @bp.post("/workers/<int:worker_id>/drain")
 @role_required(*OPERATORS)
 def worker_drain(worker_id: int) -> ResponseReturnValue:
     back = url_for("queues.worker_list")
-    return act(lambda: actions.drain_worker(db.session, current_user, worker_id), back)
+    drain = confirmations.drain_worker(worker_name(worker_id))
+    return act(lambda: actions.drain_worker(db.session, current_user, worker_id), back, drain)
+
+
+def worker_name(worker_id: int) -> str:
+    """The name a shutdown question calls the worker by."""
+    found = (row["name"] for row in inspector().workers() if row["id"] == worker_id)
+    return next(found, f"worker {worker_id}")
 
 
 @bp.post("/workers/drain")
 @role_required(*OPERATORS)
 def worker_drain_all() -> ResponseReturnValue:
     back = url_for("queues.worker_list")
-    return act(lambda: actions.drain_all_workers(db.session, current_user), back)
+    drain = confirmations.drain_all()
+    return act(lambda: actions.drain_all_workers(db.session, current_user), back, drain)
 
 
 @bp.get("/audit/")

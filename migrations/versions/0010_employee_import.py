@@ -12,7 +12,7 @@
 - ``audit_log``: the actions and targets gain ``employees.import`` and ``employee_import``.
 
 Revision ID: 0010_employee_import
-Revises: 0008_leadership
+Revises: 0009_console_search
 Create Date: 2026-12-02
 """
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_employee_import"
-down_revision = "0008_leadership"
+down_revision = "0009_console_search"
 branch_labels = None
 depends_on = None
 

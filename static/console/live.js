@@ -37,7 +37,10 @@
     scope.querySelectorAll("a[data-link]").forEach((link) => {
       if (item.url) link.href = item.url;
     });
-    if (item.values) scope.classList.toggle("is-paused", Boolean(item.values.paused));
+    if (item.values) {
+      scope.classList.toggle("is-paused", Boolean(item.values.paused));
+      scope.classList.toggle("is-unserved", Boolean(item.values.unserved));
+    }
   }
 
   function fillRows(body, template, items) {

@@ -113,8 +113,10 @@ def url(rule: str, arguments: dict[str, Any], endpoint: str) -> str:
 def request(client: Any, method: str, path: str, token: str | None) -> Any:
     if method == "GET":
         return client.get(path)
-    # max_id: the newest job a bulk action's confirmation counted (0: none), which it must post
-    return client.post(path, data={"csrf_token": token, "max_id": "0"} if token else {})
+    # max_id: the newest job a bulk action's confirmation counted (0: none), which it must post;
+    # confirmed: the answer to the confirmation step every such action asks first
+    data = {"csrf_token": token, "max_id": "0", "confirmed": "1"}
+    return client.post(path, data=data if token else {})
 
 
 def logged_in(app: Any, user: Any) -> tuple[Any, str]:

@@ -22,6 +22,7 @@ from tests.support.factories import (
 )
 
 Conn = psycopg.Connection[Any]
+CONFIRMED = {"confirmed": "1"}  # what the page's dialog adds once answered
 
 
 @pytest.fixture
@@ -116,12 +117,14 @@ def test_hr_admin_activates_once_then_gets_a_clear_refusal(
     detail = f"/cycles/{cycle.id}"
     assert "Activate the cycle" in client.get(detail).get_data(as_text=True)
 
-    first = post_form(client, f"{detail}/activate", token_from=detail, follow_redirects=True)
+    first = post_form(client, f"{detail}/activate", CONFIRMED, token_from=detail,
+                      follow_redirects=True)  # fmt: skip
     page = first.get_data(as_text=True)
     assert "“Q3 &lt;check&gt;” is active: 15 reviews are open and 8 reviewers" in page
     assert page.count(">queued</a>") == 8
 
-    again = post_form(client, f"{detail}/activate", token_from=detail, follow_redirects=True)
+    again = post_form(client, f"{detail}/activate", CONFIRMED, token_from=detail,
+                      follow_redirects=True)  # fmt: skip
     assert "cannot be activated: it is active, not draft. Nothing was changed." in (
         again.get_data(as_text=True)
     )
@@ -131,7 +134,8 @@ def test_hr_admin_activates_once_then_gets_a_clear_refusal(
     assert as_json.get_json()["error"].startswith("“Q3 <check>” cannot be activated")
     assert scalar(conn, "SELECT count(*) FROM jobs") == 8
 
-    closed = post_form(client, f"{detail}/close", token_from=detail, follow_redirects=True)
+    closed = post_form(client, f"{detail}/close", CONFIRMED, token_from=detail,
+                       follow_redirects=True)  # fmt: skip
     assert "is closed; no more reviews can be submitted" in closed.get_data(as_text=True)
     assert scalar(conn, "SELECT status FROM review_cycles") == "closed"
 
@@ -143,7 +147,7 @@ def test_hr_admin_cancels_a_draft_but_cannot_edit_it_afterwards(
         cycle = make_cycle(session, people["tenant"], people["employees"][:3])
     client = logged_in(app, people[Role.HR_ADMIN])
     detail = f"/cycles/{cycle.id}"
-    post_form(client, f"{detail}/cancel", token_from=detail)
+    post_form(client, f"{detail}/cancel", CONFIRMED, token_from=detail)
     assert scalar(conn, "SELECT status FROM review_cycles") == "cancelled"
     edit = client.get(f"{detail}/edit").get_data(as_text=True)
     assert "This cycle is cancelled: its details can no longer change." in edit

@@ -115,3 +115,33 @@ def test_series_bucket_the_window_and_give_throughput_per_minute(
     assert week["bucket_seconds"] == 7200 and 84 <= len(week["labels"]) <= 86
     assert admin.get("/metrics/series.json?window=1y").status_code == 404
     assert admin.get("/metrics/series.json?queue=nothing").status_code == 404
+
+
+def test_one_queues_totals_count_only_the_workers_serving_it(admin: Any, conn: Conn) -> None:
+    make_job(conn, queue="mail")
+    make_job(conn, queue="reports")
+    supervisor = register_worker(conn, queue=None, pid=10)
+    register_worker(conn, queue="mail", parent_id=supervisor, pid=11)
+    register_worker(conn, queue="default", parent_id=supervisor, pid=12)
+    mail = admin.get("/metrics/figures.json?queue=mail").get_json()
+    assert mail["totals"]["values"]["live_workers"] == mail["queues"][0]["values"]["live_workers"]
+    assert mail["totals"]["display"]["live_workers"] == "1"
+    everything = admin.get("/metrics/figures.json").get_json()
+    assert everything["totals"]["values"]["live_workers"] == 2  # queue processes, all queues
+
+
+def test_a_queue_with_work_and_no_live_worker_is_flagged(admin: Any, conn: Conn) -> None:
+    make_job(conn, queue="mail")
+    make_job(conn, queue="reports", delay=3600)
+    make_job(conn, queue="archive", state="succeeded")  # no work left: nothing to flag
+    register_worker(conn, queue="mail")
+    body = admin.get("/metrics/figures.json").get_json()
+    state = {item["queue"]: item["display"]["state"] for item in body["queues"]}
+    assert state == {"archive": "", "mail": "", "reports": "no live worker"}
+    assert {item["queue"]: item["values"]["unserved"] for item in body["queues"]} == {
+        "archive": False, "mail": False, "reports": True,
+    }  # fmt: skip
+    assert body["totals"]["display"]["unserved_queues"] == "reports"
+    conn.execute("UPDATE queues SET paused = true WHERE name = 'mail'")
+    paused = admin.get("/metrics/figures.json?queue=mail").get_json()["queues"][0]
+    assert paused["display"]["state"] == "paused"

@@ -87,7 +87,9 @@ def test_a_failing_job_records_an_error_span_linked_to_the_request_that_enqueued
     client = instrumented_app.test_client()
     login_as(client, admin)
     spans.spans.clear()
-    response = post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    response = post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
     assert response.status_code == 303
     [request_span] = [s for s in server_spans(spans) if s.name.startswith("POST")]
     [producer] = spans.finished("send notifications")

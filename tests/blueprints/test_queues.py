@@ -7,6 +7,7 @@ import psycopg
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from console import search
 from jobqueue import enqueue
 from jobqueue.store import JobStore
 from models.people import Role
@@ -49,9 +50,10 @@ def admin(app: Any, people: dict[str, Any]) -> Any:
 
 
 def post(client: Any, path: str, data: dict[str, Any] | None = None) -> Any:
-    """A POST with the session's CSRF token, as the page's button would send it."""
+    """A POST with the session's CSRF token, as the page's button sends it once its question
+    (if it asks one) is answered."""
     token = csrf_token(client, "/my/reviews")
-    return client.post(path, data={**(data or {}), "csrf_token": token})
+    return client.post(path, data={"confirmed": "1", **(data or {}), "csrf_token": token})
 
 
 def flashed(client: Any, response: Any) -> str:
@@ -367,7 +369,7 @@ def test_workers_are_listed_with_their_children_and_asked_to_shut_down(
     assert page.index(f'data-worker="{supervisor}"') < page.index(f'data-worker="{child}"')
     done = flashed(admin, post(admin, f"/workers/{supervisor}/drain"))
     assert "Asked host:100:supervisor to shut down gracefully (2 processes)." in done
-    assert "1 draining, 1 jobs left" in done
+    assert "1 draining, 1 job left" in done
     asked = conn.execute("SELECT drain_requested_by FROM workers ORDER BY id").fetchall()
     assert asked == [(people["admin"].email,)] * 2
     part = admin.get("/workers/?part=1").get_data(as_text=True)
@@ -406,3 +408,126 @@ def test_an_enqueued_job_of_a_new_queue_appears_without_a_queue_row_first(
 ) -> None:
     enqueue(conn, "noop", queue="fresh")
     assert 'data-key="fresh"' in admin.get("/queues/").get_data(as_text=True)
+
+
+def test_a_failure_group_page_acts_on_the_whole_group_or_on_the_jobs_ticked_only(
+    admin: Any, conn: Conn
+) -> None:
+    jobs = [make_job(conn, "fail", state="dead", error=f"E: number {n}") for n in range(3)]
+    fingerprint = scalar(
+        conn, "SELECT md5(task || E'\\n' || job_error_pattern(last_error)) FROM jobs LIMIT 1"
+    )
+    detail = admin.get(f"/failures/{fingerprint}").text
+    assert "3 dead jobs ·" in detail
+    whole = f"/failures/{fingerprint}/confirm?action=requeue"
+    assert f'href="{whole}">Requeue 3…</a>' in detail
+    assert f'href="{whole.replace("requeue", "discard")}">Discard 3…</a>' in detail
+    assert 'name="scope" value="selected"' in detail  # the "… selected" buttons say so
+
+    nothing = admin.get(f"/failures/{fingerprint}/confirm?action=requeue&scope=selected").text
+    assert "No job is ticked" in nothing and "<button" not in nothing.split("No job is ticked")[1]
+    refused = flashed(admin, post(admin, f"/failures/{fingerprint}/requeue",
+                                  {"max_id": max(jobs), "scope": "selected"}))  # fmt: skip
+    assert "No job was ticked: nothing was changed." in refused
+    assert {job_row(conn, job_id)["state"] for job_id in jobs} == {"dead"}
+
+    one = admin.get(f"{whole}&scope=selected&job={jobs[0]}").text
+    assert "Requeue 1 dead job?" in one and ">Requeue 1 job</button>" in one
+    ticked = {"max_id": max(jobs), "scope": "selected", "jobs": [jobs[0]]}
+    done = flashed(admin, post(admin, f"/failures/{fingerprint}/requeue", ticked))
+    assert "Requeued 1 dead fail job." in done
+    assert [job_row(conn, job_id)["state"] for job_id in jobs] == ["available", "dead", "dead"]
+    assert "Requeue 2 dead jobs?" in admin.get(whole).text
+
+
+def test_the_overview_flags_queues_with_work_and_no_live_worker_and_labels_its_rates(
+    admin: Any, conn: Conn
+) -> None:
+    make_job(conn, queue="mail")
+    make_job(conn, queue="reports", delay=3600)
+    register_worker(conn, queue="mail")
+    page = admin.get("/queues/").text
+    rows = dict(re.findall(r'<tr data-key="(\w+)"(.*?)</tr>', page, re.S))
+    assert 'data-field="state"></span>' in rows["mail"]  # served: no badge at all
+    assert 'data-field="state">no live worker</span>' in rows["reports"]
+    assert 'class=" is-unserved"' in page and ">running</span>" not in page
+    assert re.search(r"No live worker serves <strong[^>]*>reports</strong>", page)
+    assert "attempts a minute, last 5 min" in page
+    assert "No live worker serves this queue" in admin.get("/queues/reports").text
+    assert "No live worker serves this queue" not in admin.get("/queues/mail").text
+
+
+def test_the_audit_log_reads_as_sentences_and_hides_the_operators_address_from_hr(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    dead = [make_job(conn, "fail", state="dead", tenant_id=people["acme"], error=f"E: {n}")
+            for n in range(2)]  # fmt: skip
+    fingerprint = scalar(
+        conn, "SELECT md5(task || E'\\n' || job_error_pattern(last_error)) FROM jobs LIMIT 1"
+    )
+    post(admin, f"/failures/{fingerprint}/discard",
+         {"max_id": max(dead), "scope": "selected", "jobs": [dead[0]]})  # fmt: skip
+    page = admin.get("/audit/").text
+    assert f"Discarded 1 dead fail job of a failure group (the jobs ticked): #{dead[0]}." in page
+    assert "selected" not in page.split("<table", 1)[1] and "job_ids" not in page
+    assert people["admin"].email in page
+    hr = client_for(app, people["acme_hr"]).get("/audit/").text
+    assert "Discarded 1 dead fail job" in hr and people["admin"].email not in hr
+
+
+def test_an_hr_admin_sees_no_worker_name_pid_or_pausing_admin_on_job_and_queue_pages(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    worker = "web-1.internal:4242:9f2c1a"
+    running = make_job(conn, queue="mail", state="running", tenant_id=people["acme"],
+                       worker=worker)  # fmt: skip
+    swept = f"LeaseExpired: worker {worker} stopped renewing its lease (crashed, killed or cut off)"
+    dead = make_job(conn, queue="mail", state="dead", tenant_id=people["acme"], error=swept)
+    add_attempt(conn, dead, 1, "lease_expired", error=swept, worker=worker)
+    waiting = make_job(conn, queue="mail", tenant_id=people["acme"])
+    post(admin, "/queues/mail/pause")
+    email = people["admin"].email
+    hr = client_for(app, people["acme_hr"])
+    pages = {
+        path: hr.get(path).text
+        for path in (f"/jobs/{running}", f"/jobs/{dead}", f"/jobs/{waiting}", "/queues/mail",
+                     "/jobs/", "/failures/")
+    }  # fmt: skip
+    fingerprint = re.search(r'href="/failures/(\w+)"', pages["/failures/"])
+    assert fingerprint is not None
+    pages["group"] = hr.get(f"/failures/{fingerprint.group(1)}").text
+    leaks = {path: [word for word in ("web-", "internal", "4242", "9f2c1a", email) if word in page]
+             for path, page in pages.items()}  # fmt: skip
+    assert leaks == {path: [] for path in pages}
+    assert "LeaseExpired: worker (a worker) stopped renewing" in pages[f"/jobs/{dead}"]
+    assert "waiting: queue paused since" in pages[f"/jobs/{waiting}"]
+    for path in (f"/jobs/{running}", f"/jobs/{dead}", f"/jobs/{waiting}", "/queues/mail"):
+        seen = admin.get(path).text  # a platform admin sees them all
+        assert worker in seen or email in seen, path
+
+
+def test_a_search_that_no_index_serves_is_bounded_and_the_page_says_so(
+    admin: Any, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "WINDOW", 10)
+    old = make_job(conn, "fail", {"n": 1}, state="dead", error="GremlinError: old")
+    for _ in range(15):
+        make_job(conn, "noop", state="succeeded")
+    new = make_job(conn, "fail", {"n": 1}, state="dead", error="GremlinError: new")
+    indexed = admin.get("/jobs/?error=gremlin").text
+    assert f">#{new}</a>" in indexed and f">#{old}</a>" in indexed
+    assert "data-search-bound" not in indexed
+
+    conn.execute("DROP INDEX jobs_error_search_idx")  # as on a server without pg_trgm
+    for query in ("error=gremlin", "payload=n%3D1"):
+        page = admin.get(f"/jobs/?{query}").text
+        assert f">#{new}</a>" in page and f">#{old}</a>" not in page
+        assert f"this page searched jobs #{new - 9} to #{new}." in page
+        more = re.search(r'href="([^"]+)">Search the 10 jobs before', page)
+        assert more is not None
+        older = admin.get(more.group(1).replace("&amp;", "&")).text
+        assert f">#{old}</a>" in older and f">#{new}</a>" not in older
+    assert "pg_trgm" in admin.get("/jobs/?error=gremlin").text
+    assert "The payload is not indexed" in admin.get("/jobs/?payload=n%3D1").text
+    short = admin.get("/jobs/?error=gr").text
+    assert "Search for 3 to 200 characters of the error." in short

@@ -61,3 +61,23 @@ def test_each_state_is_explained(
 ) -> None:
     explanation = explain(job(**overrides))
     assert (explanation.label, explanation.reason, explanation.actions) == (label, reason, actions)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"queue_paused": True, "queue_paused_by": "ana@x.example",
+          "queue_paused_at": NOW - timedelta(minutes=5)},
+         "waiting: queue paused since 30 Nov 13:55:00 UTC"),
+        ({"state": "running", "attempt": 2, "locked_by": "h:1:abc", "started_at": NOW,
+          "lease_expires_at": NOW + timedelta(seconds=20)},
+         "running: attempt 2 of 5, claimed now, lease until 14:00:20 UTC"),
+        ({"state": "running", "attempt": 2, "locked_by": "h:1:abc", "started_at": NOW,
+          "lease_expires_at": NOW - timedelta(seconds=20)},
+         "claimed by a worker, whose lease expired 20.0 s ago: the sweeper will put it back"),
+    ],
+)  # fmt: skip
+def test_a_reader_who_is_not_an_operator_is_told_no_worker_and_no_admin(
+    overrides: dict[str, Any], reason: str
+) -> None:
+    assert explain(job(**overrides), operator=False).reason == reason

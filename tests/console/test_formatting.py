@@ -20,3 +20,9 @@ def test_counts_rates_and_percentages() -> None:
     assert formatting.count(None) == "—"
     assert (formatting.rate(12.345), formatting.rate(1234.5)) == ("12.3", "1,234")
     assert (formatting.percent(0.0213), formatting.percent(None)) == ("2.1 %", "—")
+
+
+def test_a_count_takes_its_noun_in_the_singular_only_for_one() -> None:
+    assert formatting.plural(1, "job") == "1 job"
+    assert (formatting.plural(0, "job"), formatting.plural(1200, "job")) == ("0 jobs", "1,200 jobs")
+    assert formatting.plural(2, "process", "processes") == "2 processes"

@@ -79,7 +79,9 @@ def test_forty_participants_get_one_email_per_reviewer_and_the_page_shows_them_d
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
 
-    response = post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    response = post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
     assert response.status_code == 303
 
     mails = smtp.wait_for(len(reviewers))
@@ -106,7 +108,9 @@ def test_a_server_refusing_the_first_two_connections_gets_the_mail_on_the_third_
     smtp.refuse_connections(2)
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
 
     smtp.wait_for(1)
     wait_until(lambda: notification(conn)["state"] == "succeeded")
@@ -132,7 +136,9 @@ def test_a_server_that_is_down_shows_retrying_with_the_next_try_then_delivers(
     smtp.stop()
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
 
     def retrying_page() -> str | None:
         page = client.get(f"/cycles/{cycle.id}").get_data(as_text=True)
@@ -156,7 +162,9 @@ def test_a_550_reply_kills_the_job_at_once_with_the_reply_on_the_cycle_page(
     smtp.reject_recipient(people[0].email, reply)
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
 
     wait_until(lambda: notification(conn)["state"] == "dead")
     job = notification(conn)

@@ -159,3 +159,30 @@ def test_a_failure_group_is_read_from_its_range_of_the_fingerprint_index(big: Co
         assert not [node for node in nodes if node["Node Type"] == "Seq Scan"], name
     (group,) = JobInspector(big).failure_groups(None, None, 10)
     assert (group["fingerprint"], group["jobs"], group["pattern"]) == (fingerprint, 400, "E: #")
+
+
+def test_a_rare_error_is_found_through_the_trigram_index(big: Conn) -> None:
+    big.execute(
+        "INSERT INTO jobs (tenant_id, queue, task, state, attempt, finished_at, last_error)"
+        " SELECT 1, 'default', 'fail', 'dead', 1, now() - interval '1 day', 'GremlinError: ' || g"
+        " FROM generate_series(1, 5) g"
+    )
+    big.execute("INSERT INTO jobs (tenant_id, queue, task, state, attempt, finished_at)"
+                " SELECT 1, 'default', 'noop', 'succeeded', 1, now()"
+                " FROM generate_series(1, 20000)")  # fmt: skip
+    big.execute("VACUUM ANALYZE jobs")
+    params = {**JobFilter(error="gremlin").params(), "before_id": None, "limit": 51}
+    nodes = plan_nodes(big, "console_job_list", params)
+    assert "jobs_error_search_idx" in {node.get("Index Name") for node in nodes}
+    assert not [node for node in nodes if node["Node Type"] == "Seq Scan"]
+    rows = JobInspector(big).jobs(JobFilter(error="gremlin"), None, 51)
+    assert [row["last_error"] for row in rows] == [f"GremlinError: {n}" for n in range(5, 0, -1)]
+
+
+def test_a_bounded_search_reads_only_its_range_of_ids(big: Conn) -> None:
+    newest = scalar(big, "SELECT max(id) FROM jobs")
+    where = JobFilter(payload_key="n", payload_value="1", min_id=newest - 99)
+    nodes = plan_nodes(big, "console_job_list", {**where.params(), "before_id": None, "limit": 51})
+    on_jobs = [node for node in nodes if node.get("Relation Name") == "jobs"]
+    assert on_jobs and all("jobs_pkey" == node.get("Index Name") for node in on_jobs)
+    assert JobInspector(big).search_facts() == {"error_indexed": True, "newest_id": newest}

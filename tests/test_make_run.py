@@ -1,0 +1,125 @@
+"""`make run` (devtools/run.py) as a real process tree: gunicorn, worker.py and the SMTP sink on
+free ports, against a fresh database, with its var/ directory in a temporary one.
+
+The first run builds the demo tenant and enqueues the demo jobs, printing one line about them
+and no job ids; a later run enqueues none and does not call the cycle a draft once it was
+activated. A worker shut down from the console (drained, exit 0) is started again while the
+console stays up, and SIGTERM stops everything with exit 0.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobqueue.store import JobStore
+from tests.support.db import scalar
+from tests.support.processes import ROOT, wait_until
+from tests.support.smtp import free_port
+
+Conn = psycopg.Connection[Any]
+
+
+class MakeRun:
+    """`python -m devtools.run`, its output collected line by line."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "devtools.run"], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        with self.process.stdout:
+            for line in self.process.stdout:
+                self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        try:
+            wait_until(lambda: any(text in line for line in self.lines), timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"{text!r} never printed:\n{self.output()}") from None
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(90)
+        self._reader.join(5)
+        return code
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def environment(database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "PAUTA_VAR_DIR": str(tmp_path / "var"),
+        "PORT": str(free_port()),
+        "PAUTA_SMTP_SINK_PORT": str(free_port()),
+    }
+    yield env
+
+
+def healthy(port: str) -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        return bool(response.status == 200)
+
+
+def live_supervisors(conn: Conn) -> list[int]:
+    return [row[0] for row in conn.execute(
+        "SELECT pid FROM workers WHERE parent_id IS NULL AND queue IS NULL AND state = 'running'"
+    )]  # fmt: skip
+
+
+def test_make_run_seeds_once_restarts_a_drained_worker_and_stops_cleanly(
+    environment: dict[str, str], conn: Conn
+) -> None:
+    first = MakeRun(environment)
+    try:
+        first.wait_for("Pauta console:")
+        output = first.output()
+        assert "Demo tenant 'demo': 40 employees and one draft cycle." in output
+        assert "Demo jobs enqueued: 200 noop, 8 sleep of 2 s, 1 fail with 2 attempts, 1 noop in" \
+            " 10 minutes." in output  # fmt: skip
+        assert not [line for line in first.lines if re.fullmatch(r"\d+", line.strip())]
+        assert scalar(conn, "SELECT count(*) FROM jobs WHERE task = 'fail'") == 1
+
+        wait_until(lambda: len(live_supervisors(conn)) == 1, timeout=60)
+        (old,) = live_supervisors(conn)
+        supervisor = scalar(conn, "SELECT id FROM workers WHERE pid = %s", old)
+        JobStore(conn).request_drain(supervisor, requested_by="a test")  # as the console does
+        first.wait_for("worker.py drained and exited 0")
+        wait_until(lambda: live_supervisors(conn) not in ([], [old]), timeout=60)
+        assert healthy(environment["PORT"])  # the console stayed up
+        assert first.process.poll() is None
+    finally:
+        assert first.stop() == 0, first.output()
+
+    conn.execute("UPDATE review_cycles SET status = 'active', activated_at = now(),"
+                 " participants_locked_at = now(),"
+                 " activated_by = (SELECT min(id) FROM users)")  # fmt: skip
+    second = MakeRun(environment)
+    try:
+        second.wait_for("Pauta console:")
+        output = second.output()
+        assert "draft" not in output and "Demo jobs enqueued" not in output
+        assert "Demo tenant 'demo' (built on the first run). Log in with:" in output
+        assert "platform-admin@demo.example" in output
+        assert scalar(conn, "SELECT count(*) FROM jobs WHERE task = 'fail'") == 1
+    finally:
+        assert second.stop() == 0, second.output()
