@@ -304,8 +304,7 @@ def test_the_overview_fits_a_1366_by_768_screen_without_scrolling_sideways(
         + [JobRequest("always_fails", queue="default", max_attempts=2) for _ in range(20)]
         + [JobRequest("record_run", queue="reports", delay=3600) for _ in range(1234)],
     )
-    start_worker(workers, database_url, "--queues", "default=2,notifications=2",
-                 "--stats-flush-seconds", "0.5")  # fmt: skip
+    start_worker(workers, database_url, "--queues", "default=2,notifications=2")
     finished = "SELECT count(*) FROM jobs WHERE state IN ('succeeded', 'dead')"
     wait_until(lambda: scalar(conn, finished) == 320, timeout=60)
     with watched_tab(browser, server, admin, width=1366, height=768) as tab:

@@ -231,7 +231,9 @@ def test_a_cycle_name_that_breaks_the_subject_kills_the_notice_at_the_first_atte
     conn.execute("UPDATE review_cycles SET name = E'Spring\\r\\nBcc: all@x.example'")
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
 
     wait_until(lambda: notification(conn)["state"] == "dead")
     job = notification(conn)
@@ -252,7 +254,9 @@ def test_the_email_and_my_reviews_name_each_review_alike(
         manager = make_user(session, session.merge(admin).tenant, Role.EMPLOYEE, people[0])
     run_worker(workers, database_url, smtp)
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
 
     wait_until(lambda: smtp.to(people[0].email))
     mail = smtp.to(people[0].email)[0]
@@ -274,7 +278,9 @@ def test_claimed_notices_stay_queued_until_a_worker_thread_starts_one(
 ) -> None:  # fmt: skip
     admin, cycle, _ = prepare(app, 6)  # six reviewers
     login_as(client, admin)
-    post_form(client, f"/cycles/{cycle.id}/activate", token_from=f"/cycles/{cycle.id}")
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
     # A worker claims ahead of its threads (prefetch): the jobs are running, none started.
     claimed = JobStore(conn).claim(NOTIFICATIONS_QUEUE, 10, "host:1:prefetch", 30)
     assert len(claimed) == 6
