@@ -41,6 +41,6 @@ def test_the_worker_unit_outlasts_the_grace_period_and_stops_on_bad_settings() -
     service = unit("pauta-worker.service")["Service"]
     assert service["KillMode"] == "mixed"
     assert float(service["TimeoutStopSec"]) > DEFAULT_GRACE_SECONDS + KILL_MARGIN_SECONDS
-    assert service["Restart"] == "on-failure"
+    assert service["Restart"] == "always"
     assert service["RestartPreventExitStatus"] == str(EXIT_CONFIG)
     assert "worker.py" in service["ExecStart"]
