@@ -1,0 +1,210 @@
+-- The workflow engine's SQL, one named statement per act; WorkflowStore runs them, nothing else in
+-- workflows/ writes SQL. Time comes from now(), the database clock.
+--
+-- Lock order, everywhere: the workflow_executions row first (FOR NO KEY UPDATE, which lets
+-- inserts of rows referencing it through), then its wait rows,
+-- then its job row. A slice, send_event, cancel and resume all follow it, so none can wait on
+-- another in a cycle, and an event cannot slip between a wait being written and the slice that
+-- wrote it letting go (the lost-wakeup race).
+--
+-- Each block starts with "-- name: <name>" and a one-line purpose.
+
+-- name: execution_insert
+-- Insert an execution, or return nothing when an unfinished one holds the idempotency key.
+INSERT INTO workflow_executions (tenant_id, name, version, input, idempotency_key, parent_id,
+                                 trace_context)
+VALUES (coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
+        %(name)s, %(version)s, %(input)s::jsonb, %(idempotency_key)s, %(parent_id)s,
+        %(trace_context)s::jsonb)
+ON CONFLICT (tenant_id, name, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND finished_at IS NULL
+DO NOTHING
+RETURNING id, tenant_id
+
+-- name: execution_find_unfinished_by_key
+-- The unfinished execution holding an idempotency key, with its input.
+SELECT id, tenant_id, input
+FROM workflow_executions
+WHERE tenant_id = coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system'))
+  AND name = %(name)s
+  AND idempotency_key = %(idempotency_key)s
+  AND finished_at IS NULL
+
+-- name: execution_get
+-- One execution's row.
+SELECT id, tenant_id, name, version, input, status, output, error, idempotency_key, parent_id,
+       trace_context, created_at, updated_at, finished_at
+FROM workflow_executions
+WHERE id = %(id)s
+
+-- name: execution_lock
+-- Lock one execution for an act on it (the first lock of every act: see the lock order).
+SELECT id, tenant_id, name, status
+FROM workflow_executions
+WHERE id = %(id)s
+FOR NO KEY UPDATE
+
+-- name: slice_begin
+-- Start a slice: mark the execution running if this job still holds its lease; returns the
+-- status the execution had (a finished one is left alone).
+WITH fence AS (
+    SELECT 1 FROM jobs
+    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+    FOR SHARE
+), before AS (
+    SELECT id, status FROM workflow_executions WHERE id = %(id)s FOR NO KEY UPDATE
+)
+UPDATE workflow_executions AS e
+SET status = CASE WHEN e.status IN ('pending', 'waiting') THEN 'running' ELSE e.status END,
+    updated_at = now()
+FROM before
+WHERE e.id = before.id AND EXISTS (SELECT 1 FROM fence)
+RETURNING before.status
+
+-- name: step_guard
+-- At a step boundary: lock the execution, then the slice's job; returns the execution's status
+-- and whether the job is still this slice's (no row: the execution is gone).
+SELECT e.status,
+       EXISTS (SELECT 1 FROM jobs
+               WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+               FOR SHARE) AS fenced
+FROM workflow_executions AS e
+WHERE e.id = %(execution_id)s
+FOR NO KEY UPDATE OF e
+
+-- name: step_list
+-- The steps an execution has recorded, in order (what a replay returns instead of running).
+SELECT step_id, name, kind, output, error, attempts
+FROM operation_outputs
+WHERE execution_id = %(execution_id)s
+ORDER BY step_id
+
+-- name: step_record
+-- Checkpoint one step's result; no row back means the step was recorded before (keep that one).
+INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
+                               started_at, finished_at)
+VALUES (%(execution_id)s, %(step_id)s, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
+        %(attempts)s, coalesce(%(started_at)s::timestamptz, now()), now())
+ON CONFLICT (execution_id, step_id) DO NOTHING
+RETURNING output
+
+-- name: step_get
+-- One recorded step (what a checkpoint that lost the conflict returns instead).
+SELECT step_id, name, kind, output, error, attempts
+FROM operation_outputs
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+
+-- name: wait_get
+-- The wait an execution wrote at one step position, if any, and whether it is due.
+SELECT kind, key, wake_at, satisfied_at, outcome, payload, decided_by,
+       wake_at IS NOT NULL AND wake_at <= now() AS due
+FROM workflow_waits
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+
+-- name: wait_insert
+-- Write a wait (sleep: key NULL; event: its key); returns its wake time, computed by the database.
+INSERT INTO workflow_waits (execution_id, step_id, kind, key, wake_at)
+VALUES (%(execution_id)s, %(step_id)s, %(kind)s, %(key)s,
+        CASE WHEN %(seconds)s::float8 IS NOT NULL
+             THEN now() + make_interval(secs => %(seconds)s::float8)
+             ELSE %(until)s::timestamptz END)
+RETURNING wake_at
+
+-- name: wait_close
+-- Close an open wait with an outcome ('woke', 'timeout' or 'cancelled').
+UPDATE workflow_waits
+SET satisfied_at = now(), outcome = %(outcome)s
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s AND satisfied_at IS NULL
+
+-- name: execution_suspend
+-- Park an execution on a wait: set it waiting and finish the slice's job as succeeded (its
+-- attempt row written like job_finish writes it), fenced by the job's (id, attempt, locked_by).
+-- Returns the job's tenant, or nothing when the lease was lost.
+WITH parked AS (
+    UPDATE workflow_executions
+    SET status = 'waiting', updated_at = now()
+    WHERE id = %(execution_id)s
+), finished AS (
+    UPDATE jobs
+    SET state = 'succeeded', finished_at = now(), locked_by = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+    RETURNING id, tenant_id, attempt, started_at
+), history AS (
+    INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
+                              duration)
+    SELECT id, attempt, %(worker)s, started_at, now(), 'succeeded', now() - started_at
+    FROM finished
+)
+SELECT tenant_id FROM finished
+
+-- name: execution_finish
+-- End an execution: succeeded with its output, or failed with its error.
+UPDATE workflow_executions
+SET status = %(status)s, output = %(output)s::jsonb, error = %(error)s,
+    updated_at = now(), finished_at = now()
+WHERE id = %(execution_id)s
+
+-- name: event_wait_find
+-- The latest wait on an event key of an execution, and whether its timeout has passed.
+SELECT step_id, wake_at, satisfied_at, outcome, decided_by,
+       wake_at IS NOT NULL AND wake_at <= now() AS due
+FROM workflow_waits
+WHERE execution_id = %(execution_id)s AND kind = 'event' AND key = %(key)s
+ORDER BY step_id DESC
+LIMIT 1
+
+-- name: event_satisfy
+-- Satisfy an open, not yet timed-out event wait; no row back means it was not open any more.
+UPDATE workflow_waits
+SET satisfied_at = now(), outcome = 'event', payload = %(payload)s::jsonb,
+    decided_by = %(decided_by)s
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+  AND satisfied_at IS NULL AND (wake_at IS NULL OR wake_at > now())
+RETURNING satisfied_at
+
+-- name: slice_job_wake
+-- Make an execution's waiting slice job visible now and wake the workflows queue's workers;
+-- returns the job's id (no row: it has no waiting job, and one must be enqueued).
+UPDATE jobs
+SET available_at = now()
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND state = 'available'
+RETURNING id, pg_notify('pauta_jobs', queue)
+
+-- name: slice_job_cancel
+-- Cancel an execution's waiting slice job (a running one finds the execution cancelled).
+UPDATE jobs
+SET state = 'cancelled', finished_at = now()
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND state = 'available'
+
+-- name: execution_cancel
+-- Cancel an unfinished execution and close its open waits.
+WITH closed AS (
+    UPDATE workflow_waits
+    SET satisfied_at = now(), outcome = 'cancelled'
+    WHERE execution_id = %(execution_id)s AND satisfied_at IS NULL
+)
+UPDATE workflow_executions
+SET status = 'cancelled', updated_at = now(), finished_at = now()
+WHERE id = %(execution_id)s AND finished_at IS NULL
+
+-- name: execution_resume
+-- Take a failed execution back to pending, forgetting its failed step so a replay runs it again;
+-- returns the failed step's id, name and error (no step: the workflow code itself raised).
+WITH forgotten AS (
+    DELETE FROM operation_outputs
+    WHERE execution_id = %(execution_id)s AND error IS NOT NULL
+    RETURNING step_id, name, error
+), resumed AS (
+    UPDATE workflow_executions
+    SET status = 'pending', error = NULL, updated_at = now(), finished_at = NULL
+    WHERE id = %(execution_id)s AND status = 'failed'
+)
+SELECT step_id, name, error FROM forgotten
+
+-- name: wait_list_unrecorded
+-- The waits an execution wrote whose step has no output yet (a replay must reach them as waits).
+SELECT w.step_id, w.kind, w.key
+FROM workflow_waits AS w
+WHERE w.execution_id = %(execution_id)s
+  AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
+                  WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id)
