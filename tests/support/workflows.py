@@ -1,6 +1,7 @@
 """Workflows the workflow tests run, in the test process and inside worker.py (--tasks)."""
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +30,24 @@ def ledger(connection: psycopg.Connection[Any], execution_id: int, step: int) ->
     return step * 10 + execution_id
 
 
-def append_effect(execution_id: int, step: int) -> str:
-    """An external step: a line appended to the effects file (repeats are visible there)."""
+def append_effect(execution_id: int, step: int, pause: float = 0.0) -> str:
+    """An external step: a line appended to the effects file (repeats are visible there), then
+    ``pause`` seconds before its checkpoint (a kill then repeats the effect)."""
     line = f"{execution_id}:{step}"
     path = Path(os.environ["WF_EFFECTS_FILE"])
     with path.open("a") as effects:
         effects.write(line + "\n")
+    time.sleep(pause)
     return line
 
 
 @workflow("five_steps")
-def five_steps(ctx: WorkflowContext, n: int) -> dict[str, Any]:
+def five_steps(ctx: WorkflowContext, n: int, pause: float = 0.0) -> dict[str, Any]:
     """Three transactional steps writing ledger rows, two external ones appending to a file."""
     a = ctx.step(ledger, ctx.execution_id, 1, name="ledger-1", transactional=True)
-    b = ctx.step(append_effect, ctx.execution_id, 2, name="effect-2")
+    b = ctx.step(append_effect, ctx.execution_id, 2, pause, name="effect-2")
     c = ctx.step(ledger, ctx.execution_id, 3, name="ledger-3", transactional=True)
-    d = ctx.step(append_effect, ctx.execution_id, 4, name="effect-4")
+    d = ctx.step(append_effect, ctx.execution_id, 4, pause, name="effect-4")
     e = ctx.step(ledger, ctx.execution_id, 5, name="ledger-5", transactional=True)
     return {
         "n": n,
