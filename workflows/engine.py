@@ -15,8 +15,8 @@ import psycopg
 from jobqueue.enqueue import psycopg_connection
 from workflows.errors import ActionRefused, EventRefused, StartError
 from workflows.registry import WorkflowRegistry, registry
-from workflows.runtime import FINISHED, JSON_ENCODER, enqueue_slice, slice_key
-from workflows.store import WorkflowStore
+from workflows.runtime import FINISHED, JSON_ENCODER, enqueue_slice
+from workflows.store import WorkflowStore, slice_key
 
 MAX_KEY_CHARS = 200
 

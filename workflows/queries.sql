@@ -208,3 +208,75 @@ FROM workflow_waits AS w
 WHERE w.execution_id = %(execution_id)s
   AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
                   WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id)
+
+-- name: console_execution_list
+-- One keyset page of executions, newest first, each with its open wait (if waiting).
+SELECT e.id, e.tenant_id, t.slug AS tenant, e.name, e.status, e.created_at, e.updated_at,
+       e.finished_at, e.error, w.kind AS wait_kind, w.key AS wait_key, w.wake_at,
+       w.created_at AS waiting_since
+FROM workflow_executions AS e
+JOIN tenants AS t ON t.id = e.tenant_id
+LEFT JOIN workflow_waits AS w ON w.execution_id = e.id AND w.satisfied_at IS NULL
+WHERE (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(name)s::text IS NULL OR e.name = %(name)s::text)
+  AND (%(waiting_on)s::text IS NULL
+       OR (w.execution_id IS NOT NULL AND coalesce(w.key, 'sleep') = %(waiting_on)s::text))
+  AND (%(started_from)s::timestamptz IS NULL OR e.created_at >= %(started_from)s::timestamptz)
+  AND (%(started_to)s::timestamptz IS NULL OR e.created_at < %(started_to)s::timestamptz)
+  AND (%(before)s::bigint IS NULL OR e.id < %(before)s::bigint)
+ORDER BY e.id DESC
+LIMIT %(limit)s
+
+-- name: console_execution_detail
+-- One execution with its tenant's slug, if the reader's tenant (NULL: any) owns it.
+SELECT e.id, e.tenant_id, t.slug AS tenant, e.name, e.version, e.input, e.status, e.output,
+       e.error, e.idempotency_key, e.parent_id, e.created_at, e.updated_at, e.finished_at
+FROM workflow_executions AS e
+JOIN tenants AS t ON t.id = e.tenant_id
+WHERE e.id = %(id)s AND (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+
+-- name: console_execution_steps
+-- An execution's step timeline: each recorded step with a preview of its output.
+SELECT step_id, name, kind, attempts, started_at, finished_at,
+       extract(epoch FROM finished_at - started_at)::float8 AS seconds,
+       left(output::text, %(preview)s) AS output_preview, error
+FROM operation_outputs
+WHERE execution_id = %(id)s
+ORDER BY step_id
+
+-- name: console_execution_waits
+-- An execution's waits, open or over, in step order.
+SELECT step_id, kind, key, wake_at, satisfied_at, outcome, left(payload::text, %(preview)s)
+       AS payload_preview, decided_by, created_at
+FROM workflow_waits
+WHERE execution_id = %(id)s
+ORDER BY step_id
+
+-- name: console_execution_jobs
+-- The slice jobs of an execution (where their attempts and traces are), newest first.
+SELECT id, state, attempt, available_at, finished_at
+FROM jobs
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND queue = 'workflows'
+ORDER BY id DESC
+LIMIT 20
+
+-- name: console_workflow_counts
+-- Executions by status, and the oldest open wait of a waiting one, for a tenant (NULL: all).
+SELECT (SELECT coalesce(jsonb_object_agg(status, executions), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS executions
+              FROM workflow_executions
+              WHERE %(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint
+              GROUP BY status) AS counted) AS by_status,
+       oldest.execution_id AS oldest_waiting_id, oldest.key AS oldest_waiting_key,
+       oldest.created_at AS oldest_waiting_since
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT w.execution_id, coalesce(w.key, 'sleep') AS key, w.created_at
+    FROM workflow_waits AS w
+    JOIN workflow_executions AS e ON e.id = w.execution_id
+    WHERE w.satisfied_at IS NULL AND e.status = 'waiting'
+      AND (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+    ORDER BY w.created_at
+    LIMIT 1
+) AS oldest ON true

@@ -22,7 +22,7 @@ from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import WorkflowRegistry, registry
-from workflows.store import Fence, Recorded, WorkflowStore
+from workflows.store import Fence, Recorded, WorkflowStore, slice_key
 
 log = logging.getLogger("workflows")
 
@@ -37,11 +37,6 @@ RACE_RETRIES = 20
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 MAX_ERROR_BYTES = 4000
 JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-
-
-def slice_key(execution_id: int) -> str:
-    """The unique key of an execution's slice job: one waiting or running job per execution."""
-    return f"workflow:{execution_id}"
 
 
 def enqueue_slice(

@@ -16,6 +16,11 @@ from psycopg.types.json import Jsonb
 from jobqueue.queries import Query, parse
 
 
+def slice_key(execution_id: int) -> str:
+    """The unique key of an execution's slice job: one waiting or running job per execution."""
+    return f"workflow:{execution_id}"
+
+
 @cache
 def all_queries() -> dict[str, Query]:
     return parse(resources.files("workflows").joinpath("queries.sql").read_text())
@@ -223,3 +228,62 @@ class WorkflowStore:
 
     def resume(self, execution_id: int) -> dict[str, Any] | None:
         return self._row("execution_resume", {"execution_id": execution_id})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionFilter:
+    """The console's filters on the executions list; None means any."""
+
+    tenant_id: int | None = None
+    status: str | None = None
+    name: str | None = None
+    waiting_on: str | None = None  # an open wait's key, or "sleep"
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+
+
+class WorkflowInspector:
+    """The console's reads of the workflow tables (never writes)."""
+
+    PREVIEW = 200  # characters of an output or payload shown in a list
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+        self._queries = all_queries()
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self.connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(self._queries[name].sql, params)
+            return cursor.fetchall()
+
+    def executions(
+        self, where: ExecutionFilter, before: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        params = {
+            "tenant_id": where.tenant_id,
+            "status": where.status,
+            "name": where.name,
+            "waiting_on": where.waiting_on,
+            "started_from": where.started_from,
+            "started_to": where.started_to,
+            "before": before,
+            "limit": limit,
+        }
+        return self._rows("console_execution_list", params)
+
+    def execution(self, execution_id: int, tenant_id: int | None) -> dict[str, Any] | None:
+        rows = self._rows("console_execution_detail", {"id": execution_id, "tenant_id": tenant_id})
+        return rows[0] if rows else None
+
+    def steps(self, execution_id: int) -> list[dict[str, Any]]:
+        return self._rows("console_execution_steps", {"id": execution_id, "preview": self.PREVIEW})
+
+    def waits(self, execution_id: int) -> list[dict[str, Any]]:
+        return self._rows("console_execution_waits", {"id": execution_id, "preview": self.PREVIEW})
+
+    def jobs(self, execution_id: int, tenant_id: int) -> list[dict[str, Any]]:
+        params = {"tenant_id": tenant_id, "unique_key": slice_key(execution_id)}
+        return self._rows("console_execution_jobs", params)
+
+    def counts(self, tenant_id: int | None) -> dict[str, Any]:
+        return self._rows("console_workflow_counts", {"tenant_id": tenant_id})[0]

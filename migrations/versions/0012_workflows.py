@@ -15,6 +15,20 @@ branch_labels = None
 depends_on = None
 
 TIMESTAMPTZ = sa.DateTime(timezone=True)
+# The audit log's CHECK lists, whole: those before this migration, then the workflow actions.
+ACTIONS = (
+    "job.requeue",
+    "job.cancel",
+    "job.run_now",
+    "job.discard",
+    "queue.pause",
+    "queue.resume",
+    "worker.drain",
+    "employees.import",
+)
+TARGETS = ("job", "failure_group", "queue", "worker", "employee_import")
+NEW_ACTIONS = ("workflow.event", "workflow.cancel", "workflow.resume")
+NEW_TARGETS = ("workflow_execution",)
 STATUSES = ("pending", "running", "waiting", "succeeded", "failed", "cancelled")
 FINISHED = "status IN ('succeeded', 'failed', 'cancelled')"
 
@@ -163,12 +177,33 @@ def upgrade() -> None:
     )
     for name, body in VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {body}")
+    _audit_values(ACTIONS + NEW_ACTIONS, TARGETS + NEW_TARGETS)
 
 
 def downgrade() -> None:
+    op.execute(
+        sa.text(
+            "DELETE FROM audit_log WHERE action IN :actions OR target_type IN :targets"
+        ).bindparams(
+            sa.bindparam("actions", NEW_ACTIONS, expanding=True),
+            sa.bindparam("targets", NEW_TARGETS, expanding=True),
+        )
+    )
+    _audit_values(ACTIONS, TARGETS)
     for name in VIEWS:
         op.execute(f"DROP VIEW {name}")
     op.execute("DELETE FROM jobs WHERE queue = 'workflows'")
     op.drop_table("workflow_waits")
     op.drop_table("operation_outputs")
     op.drop_table("workflow_executions")
+
+
+def _audit_values(actions: tuple[str, ...], targets: tuple[str, ...]) -> None:
+    for name, column, values in (
+        ("audit_log_action_check", "action", actions),
+        ("audit_log_target_type_check", "target_type", targets),
+    ):
+        op.drop_constraint(op.f(name), "audit_log", type_="check")
+        op.create_check_constraint(
+            op.f(name), "audit_log", f"{column} IN ({', '.join(repr(v) for v in values)})"
+        )
