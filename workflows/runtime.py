@@ -109,6 +109,13 @@ class WorkflowContext:
         self.name: str = execution["name"]
         self.idempotency_key: str | None = None  # "<execution>:<step>" while a step runs
 
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The slice's connection, in autocommit mode between checkpoints: an external step may
+        use it (each statement commits on its own); a transactional step gets it inside the
+        checkpoint's transaction instead."""
+        return self._store.connection
+
     # -- steps ---------------------------------------------------------------------------------
 
     def step(

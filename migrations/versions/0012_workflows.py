@@ -178,6 +178,48 @@ def upgrade() -> None:
     for name, body in VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {body}")
     _audit_values(ACTIONS + NEW_ACTIONS, TARGETS + NEW_TARGETS)
+    # The review cycle's lifecycle (hr/lifecycle.py): when to remind, and the results report.
+    op.add_column(
+        "review_cycles",
+        sa.Column("reminder_days", sa.SmallInteger(), server_default=sa.text("3"), nullable=False),
+    )
+    op.create_check_constraint(
+        op.f("review_cycles_reminder_days_check"),
+        "review_cycles",
+        "reminder_days BETWEEN 0 AND 365",
+    )
+    op.create_table(
+        "cycle_reports",
+        sa.Column("cycle_id", sa.BigInteger(), nullable=False),
+        sa.Column("tenant_id", sa.BigInteger(), nullable=False),
+        sa.Column("state", sa.Text(), nullable=False),
+        sa.Column("done", sa.Integer(), nullable=False),
+        sa.Column("total", sa.Integer(), nullable=False),
+        sa.Column("rows", JSONB(), server_default=sa.text("'[]'::jsonb"), nullable=False),
+        sa.Column("started_at", TIMESTAMPTZ, server_default=sa.func.now(), nullable=False),
+        sa.Column("compiled_at", TIMESTAMPTZ, nullable=True),
+        sa.CheckConstraint(
+            "state IN ('compiling', 'ready') AND (state = 'ready') = (compiled_at IS NOT NULL)"
+            " AND done BETWEEN 0 AND total",
+            name=op.f("cycle_reports_state_check"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "cycle_id"],
+            ["review_cycles.tenant_id", "review_cycles.id"],
+            name=op.f("cycle_reports_tenant_id_cycle_id_fkey"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("cycle_id", name=op.f("cycle_reports_pkey")),
+    )
+    # One reminder per cycle, reviewer and round; one escalation per cycle, admin and round.
+    for name, task, who in (
+        ("jobs_remind_reviewer_key", "hr.remind_reviewer", "reviewer_id"),
+        ("jobs_escalate_calibration_key", "hr.escalate_calibration", "user_id"),
+    ):
+        op.execute(
+            f"CREATE UNIQUE INDEX {name} ON jobs (tenant_id, (payload ->> 'cycle_id'),"
+            f" (payload ->> '{who}'), (payload ->> 'round')) WHERE task = '{task}'"
+        )
 
 
 def downgrade() -> None:
@@ -190,6 +232,10 @@ def downgrade() -> None:
         )
     )
     _audit_values(ACTIONS, TARGETS)
+    op.drop_index("jobs_escalate_calibration_key", table_name="jobs")
+    op.drop_index("jobs_remind_reviewer_key", table_name="jobs")
+    op.drop_table("cycle_reports")
+    op.drop_column("review_cycles", "reminder_days")
     for name in VIEWS:
         op.execute(f"DROP VIEW {name}")
     op.execute("DELETE FROM jobs WHERE queue = 'workflows'")
