@@ -19,6 +19,8 @@ a cycle is activated; the calibration timeout is ``PAUTA_CALIBRATION_TIMEOUT_DAY
 No Flask here: the worker imports this module through ``hr.tasks``.
 """
 
+import csv
+import io
 import os
 from dataclasses import dataclass
 from datetime import date
@@ -30,6 +32,7 @@ from psycopg.types.json import Jsonb
 
 from jobqueue import JobRequest, enqueue_many
 from workflows import WorkflowContext, start_workflow, workflow
+from workflows.store import WorkflowInspector
 
 LIFECYCLE = "review_cycle_lifecycle"
 REMIND_REVIEWER = "hr.remind_reviewer"
@@ -227,3 +230,67 @@ def compile_report(connection: psycopg.Connection[Any], tenant_id: int, cycle_id
         (cycle_id,),
     )
     return len(reviewees)
+
+
+def lifecycle_of(
+    connection: psycopg.Connection[Any], tenant_id: int, cycle_id: int
+) -> dict[str, Any] | None:
+    """What the cycle page shows of the lifecycle: the execution, where it is (its open wait),
+    its history (steps and waits), the calibration key it waits on, and the report's progress.
+    None for a cycle that was never activated."""
+    row = connection.execute(
+        "SELECT id FROM workflow_executions WHERE tenant_id = %s AND name = %s"
+        " AND idempotency_key = %s ORDER BY id DESC LIMIT 1",
+        (tenant_id, LIFECYCLE, f"cycle:{cycle_id}"),
+    ).fetchone()
+    if row is None:
+        return None
+    reader = WorkflowInspector(connection)
+    execution = reader.execution(int(row[0]), tenant_id)
+    if execution is None:
+        return None
+    waits = reader.waits(execution["id"])
+    open_wait = next((wait for wait in waits if wait["satisfied_at"] is None), None)
+    waiting_on = open_wait["key"] if open_wait and open_wait["kind"] == "event" else None
+    return {
+        "execution": execution,
+        "steps": reader.steps(execution["id"]),
+        "waits": waits,
+        "open_wait": open_wait,
+        "calibration_key": waiting_on
+        if waiting_on and waiting_on.startswith(CALIBRATION)
+        else None,
+        "report": report_of(connection, tenant_id, cycle_id),
+    }
+
+
+def report_of(
+    connection: psycopg.Connection[Any], tenant_id: int, cycle_id: int
+) -> dict[str, Any] | None:
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(
+            "SELECT state, done, total, rows, started_at, compiled_at FROM cycle_reports"
+            " WHERE tenant_id = %s AND cycle_id = %s",
+            (tenant_id, cycle_id),
+        )
+        return cursor.fetchone()
+
+
+REPORT_COLUMNS = ("reviewee", "email", "self", "manager", "peer", "submitted", "reviews")
+
+
+def report_csv(rows: list[dict[str, Any]]) -> str:
+    """The report as CSV: one line per reviewee, average rating by kind, completion. Cells that
+    a spreadsheet would read as a formula are quoted with a leading apostrophe."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(REPORT_COLUMNS)
+    for row in rows:
+        writer.writerow([_cell(row.get(column)) for column in REPORT_COLUMNS])
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return "" if value is None else value

@@ -15,7 +15,14 @@ from wtforms import (
     TextAreaField,
 )
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
+from wtforms.validators import (
+    DataRequired,
+    InputRequired,
+    Length,
+    NumberRange,
+    Optional,
+    ValidationError,
+)
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from blueprints.inputs import as_id
@@ -158,3 +165,15 @@ class ReviewSubmissionForm(FlaskForm):
 
 class ActionForm(FlaskForm):
     """A button that changes state (activate, close, cancel): only the CSRF token."""
+
+
+class CalibrationForm(FlaskForm):
+    """An HR admin's calibration decision on a cycle waiting for it."""
+
+    decision = SelectField(
+        "Decision",
+        choices=[SelectChoice("approve", "Approve: close the cycle and compile the report"),
+                 SelectChoice("send_back", "Send back with a comment")],
+        validators=[InputRequired()],
+    )  # fmt: skip
+    comment = TextAreaField("Comment", validators=[Optional(), Length(max=2000)])
