@@ -1,7 +1,7 @@
 """Durable workflows: executions, their checkpointed steps and their waits (issue 11).
 
 Revision ID: 0012_workflows
-Revises: 0011_login_throttle
+Revises: 0015_locale (re-chained after merging main, which brought 0015_locale after 0011)
 Create Date: 2026-12-01
 """
 
@@ -10,7 +10,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0012_workflows"
-down_revision = "0011_login_throttle"
+down_revision = "0015_locale"
 branch_labels = None
 depends_on = None
 
