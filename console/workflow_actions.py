@@ -6,6 +6,7 @@ so the act and its record commit together; each returns the sentence to show, or
 import json
 from typing import Any
 
+from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
 from console.audit import record
@@ -23,7 +24,9 @@ MAX_PAYLOAD_CHARS = 10_000
 def _owner(session: Session, execution_id: int, tenant_id: int | None) -> int:
     execution = WorkflowStore(psycopg_connection(session)).get(execution_id)
     if execution is None or (tenant_id is not None and execution["tenant_id"] != tenant_id):
-        raise ActionRefused(f"There is no workflow execution {execution_id} in your tenant.")
+        raise ActionRefused(
+            _("There is no workflow execution %(id)s in your tenant.", id=execution_id)
+        )
     return int(execution["tenant_id"])
 
 
@@ -32,11 +35,12 @@ def parse_payload(text: str) -> Any:
     if not text.strip():
         return None
     if len(text) > MAX_PAYLOAD_CHARS:
-        raise ActionRefused(f"The payload is longer than {MAX_PAYLOAD_CHARS:,} characters.")
+        limit = format(MAX_PAYLOAD_CHARS, ",")
+        raise ActionRefused(_("The payload is longer than %(num)s characters.", num=limit))
     try:
         return json.loads(text)
     except ValueError as error:
-        raise ActionRefused(f"The payload is not JSON: {error}.") from None
+        raise ActionRefused(_("The payload is not JSON: %(error)s.", error=error)) from None
 
 
 def send(
@@ -55,7 +59,9 @@ def send(
     details = {"key": key, "payload": payload}
     record(session, actor, AuditAction.WORKFLOW_EVENT, AuditTarget.WORKFLOW_EXECUTION,
            execution_id, tenant_id=owner, details=details)  # fmt: skip
-    return f"Event “{key}” delivered to execution {execution_id}; it carries on."
+    return _(
+        "Event “%(key)s” delivered to execution %(id)s; it carries on.", key=key, id=execution_id
+    )
 
 
 def cancel(session: Session, actor: User, execution_id: int, tenant_id: int | None) -> str:
@@ -66,8 +72,9 @@ def cancel(session: Session, actor: User, execution_id: int, tenant_id: int | No
         raise ActionRefused(_sentence(refusal)) from None
     record(session, actor, AuditAction.WORKFLOW_CANCEL, AuditTarget.WORKFLOW_EXECUTION,
            execution_id, tenant_id=owner, details={"was": was})  # fmt: skip
-    when = "at its next step" if was == "running" else "now"
-    return f"Execution {execution_id} is cancelled; it stops {when}."
+    if was == "running":
+        return _("Execution %(id)s is cancelled; it stops at its next step.", id=execution_id)
+    return _("Execution %(id)s is cancelled; it stops now.", id=execution_id)
 
 
 def resume(session: Session, actor: User, execution_id: int, tenant_id: int | None) -> str:
@@ -82,7 +89,7 @@ def resume(session: Session, actor: User, execution_id: int, tenant_id: int | No
                    "error": forgotten["error"]}  # fmt: skip
     record(session, actor, AuditAction.WORKFLOW_RESUME, AuditTarget.WORKFLOW_EXECUTION,
            execution_id, tenant_id=owner, details=details)  # fmt: skip
-    return f"Execution {execution_id} resumes from its failed step."
+    return _("Execution %(id)s resumes from its failed step.", id=execution_id)
 
 
 def _sentence(refusal: Exception) -> str:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
     DateField,
@@ -171,9 +172,9 @@ class CalibrationForm(FlaskForm):
     """An HR admin's calibration decision on a cycle waiting for it."""
 
     decision = SelectField(
-        "Decision",
-        choices=[SelectChoice("approve", "Approve: close the cycle and compile the report"),
-                 SelectChoice("send_back", "Send back with a comment")],
+        _l("Decision"),
+        choices=[SelectChoice("approve", _l("Approve: close the cycle and compile the report")),
+                 SelectChoice("send_back", _l("Send back with a comment"))],
         validators=[InputRequired()],
     )  # fmt: skip
-    comment = TextAreaField("Comment", validators=[Optional(), Length(max=2000)])
+    comment = TextAreaField(_l("Comment"), validators=[Optional(), Length(max=2000)])

@@ -17,6 +17,7 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -148,7 +149,7 @@ def cycle_calibrate(cycle_id: int) -> ResponseReturnValue:
     form = CalibrationForm()
     life = lifecycle.lifecycle_of(psycopg_connection(db.session), cycle.tenant_id, cycle.id)
     if not form.validate() or life is None:
-        flash("Choose a decision; the cycle must have a lifecycle.", "error")
+        flash(_("Choose a decision; the cycle must have a lifecycle."), "error")
         return redirect(back, 303)
     key = request.form.get("key") or life["calibration_key"] or lifecycle.CALIBRATION
     payload = {"approved": form.decision.data == "approve", "comment": form.comment.data or ""}

@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime, time, timedelta
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import DateField, HiddenField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
@@ -18,17 +19,19 @@ class ExecutionFilterForm(FlaskForm):
     class Meta:
         csrf = False
 
-    name = StringField("Workflow", validators=[Optional(), Length(max=200)])
+    name = StringField(_l("Workflow"), validators=[Optional(), Length(max=200)])
     status = SelectField(
-        "Status",
+        _l("Status"),
         default="",
-        choices=[SelectChoice("", "Any status"), *(SelectChoice(s) for s in STATUSES)],
+        choices=[SelectChoice("", _l("Any status")), *(SelectChoice(s) for s in STATUSES)],
     )
     waiting_on = StringField(
-        "Waiting on", validators=[Optional(), Length(max=200)], description="an event key, or sleep"
+        _l("Waiting on"),
+        validators=[Optional(), Length(max=200)],
+        description=_l("an event key, or sleep"),
     )
-    started_from = DateField("Started from", validators=[Optional()])
-    started_to = DateField("Started to", validators=[Optional()], description="inclusive")
+    started_from = DateField(_l("Started from"), validators=[Optional()])
+    started_to = DateField(_l("Started to"), validators=[Optional()], description=_l("inclusive"))
 
     def criteria(self, tenant_id: int | None) -> ExecutionFilter:
         """The filter for ``WorkflowInspector.executions``; fields that did not validate are
@@ -49,8 +52,8 @@ class ExecutionFilterForm(FlaskForm):
 class EventForm(FlaskForm):
     """Send an event to a waiting execution: its key and a JSON payload."""
 
-    key = StringField("Event key", validators=[InputRequired(), Length(max=200)])
-    payload = TextAreaField("Payload (JSON)", validators=[Optional(), Length(max=10_000)])
+    key = StringField(_l("Event key"), validators=[InputRequired(), Length(max=200)])
+    payload = TextAreaField(_l("Payload (JSON)"), validators=[Optional(), Length(max=10_000)])
     next = HiddenField()
 
 

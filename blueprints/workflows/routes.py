@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 from flask import abort, flash, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -76,7 +77,9 @@ def execution_detail(execution_id: int) -> ResponseReturnValue:
 def execution_send_event(execution_id: int) -> ResponseReturnValue:
     form = EventForm()
     if not form.validate():
-        return _back(execution_id, form.next.data, error="Give the event's key (and JSON, if any).")
+        return _back(
+            execution_id, form.next.data, error=_("Give the event's key (and JSON, if any).")
+        )
     return _act(
         execution_id,
         form.next.data,

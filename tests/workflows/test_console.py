@@ -105,7 +105,7 @@ def test_an_approval_is_delivered_once_audited_and_refused_after(
     assert decided == (people["acme_hr"].email, {"approved": True})
     slices.run_visible()
     page = hr.get(f"/workflows/{eid}").get_data(as_text=True)
-    assert "data-status>succeeded" in page
+    assert 'data-status="succeeded"' in page
 
 
 def test_a_bad_payload_is_refused_with_a_sentence_and_changes_nothing(
@@ -157,7 +157,7 @@ def test_a_code_change_under_a_waiting_execution_shows_in_the_console(
     slices.run_visible()
     page = admin.get(f"/workflows/{eid}").get_data(as_text=True)
     assert "workflow code changed at step 1" in page
-    assert "data-status>failed" in page
+    assert 'data-status="failed"' in page
 
 
 def test_ten_thousand_waiting_executions_list_fast(
