@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from opentelemetry import propagate
 
+from jobqueue import telemetry
 from jobqueue.enqueue import psycopg_connection
 from workflows.errors import ActionRefused, EventRefused, StartError
 from workflows.registry import WorkflowRegistry, registry
@@ -57,7 +59,13 @@ def start_workflow(
     store = WorkflowStore(conn)
     with conn.transaction():
         inserted = store.insert_execution(
-            name, definition.version, input_json, tenant_id, idempotency_key, parent_id, None
+            name,
+            definition.version,
+            input_json,
+            tenant_id,
+            idempotency_key,
+            parent_id,
+            _trace_context(),
         )
         if inserted is None and idempotency_key is not None:
             existing = store.find_unfinished(name, tenant_id, idempotency_key)
@@ -173,6 +181,15 @@ def resume_execution(
             ) from None
         enqueue_slice(conn, execution_id, execution["tenant_id"])
     return forgotten
+
+
+def _trace_context() -> str | None:
+    """The W3C context of the span that starts the execution (a request's), as JSON."""
+    if not telemetry.active():
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return json.dumps(carrier) if carrier else None
 
 
 def _locked(

@@ -10,15 +10,17 @@ and replays from its last checkpoint.
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from opentelemetry import trace
 from psycopg import errors as pg_errors
 
-from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task
+from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task, telemetry
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import WorkflowRegistry, registry
@@ -71,6 +73,18 @@ class _Stop(Exception):
 
 class _AlreadyRecorded(Exception):
     """A transaction step found its checkpoint written before: roll back its own effects."""
+
+
+@contextmanager
+def span(name: str, **attributes: Any) -> Iterator[None]:
+    """A span (when telemetry is on) around a slice or a step, a child of the current one: the
+    slice's is a child of the job attempt's ``process workflow.run``, itself linked to the
+    enqueue, and so to the request that started the execution."""
+    if not telemetry.active():
+        yield
+        return
+    with trace.get_tracer("pauta.workflows").start_as_current_span(name, attributes=attributes):
+        yield
 
 
 def describe(error: BaseException) -> str:
@@ -140,9 +154,11 @@ class WorkflowContext:
         if recorded is not None:
             return self._result(recorded)
         policy = retry or STEP_RETRY
-        if transactional:
-            return self._transaction(step_id, step_name, function, args, policy)
-        return self._external(step_id, step_name, function, args, policy)
+        with span(f"step {step_name}", **{"pauta.workflow.step_id": step_id,
+                                          "pauta.workflow.step_kind": kind}):  # fmt: skip
+            if transactional:
+                return self._transaction(step_id, step_name, function, args, policy)
+            return self._external(step_id, step_name, function, args, policy)
 
     def sleep(self, seconds: float) -> None:
         """Park the execution for ``seconds`` (database time), holding no thread or connection."""
@@ -433,10 +449,13 @@ class Slice:
             self.store.steps(self.execution_id),
             self.store.unrecorded_waits(self.execution_id),
         )
+        attributes = {"pauta.workflow.execution_id": self.execution_id,
+                      "pauta.workflow.name": definition.name}  # fmt: skip
         try:
-            output = definition.function(context, **execution["input"])
-            context.check_finished()
-            output = as_json(output)
+            with span(f"workflow {definition.name}", **attributes):
+                output = definition.function(context, **execution["input"])
+                context.check_finished()
+                output = as_json(output)
         except _Stop:
             return
         except psycopg.OperationalError:

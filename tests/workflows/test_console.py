@@ -76,9 +76,9 @@ def test_each_hr_admin_lists_only_their_tenants_executions(
     assert "No execution matches." in page
     assert client_for(app, people["globex_hr"]).get(f"/workflows/{acme}").status_code == 404
     overview = admin.get("/queues/").get_data(as_text=True)
-    assert '<strong>2</strong> waiting' in overview and "Oldest waiting:" in overview
+    assert "<strong>2</strong> waiting" in overview and "Oldest waiting:" in overview
     overview = client_for(app, people["acme_hr"]).get("/queues/").get_data(as_text=True)
-    assert '<strong>1</strong> waiting' in overview
+    assert "<strong>1</strong> waiting" in overview
     assert client_for(app, people["employee"]).get("/workflows/").status_code == 403
 
 
