@@ -44,6 +44,14 @@ def describe(
         return f"Resumed queue {target_id}."
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
+    if action == AuditAction.WORKFLOW_EVENT:
+        return f"Sent event “{details.get('key')}” to workflow execution #{target_id}."
+    if action == AuditAction.WORKFLOW_CANCEL:
+        return f"Cancelled workflow execution #{target_id} (it was {details.get('was')})."
+    if action == AuditAction.WORKFLOW_RESUME:
+        step = details.get("step")
+        from_step = f" from its failed step “{step}”" if step else ""
+        return f"Resumed failed workflow execution #{target_id}{from_step}."
     return f"{action} on {target_type} {target_id}."
 
 

@@ -24,6 +24,9 @@ class AuditAction(StrEnum):
     QUEUE_RESUME = "queue.resume"
     WORKER_DRAIN = "worker.drain"  # a graceful shutdown asked through the workers table
     EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
+    WORKFLOW_EVENT = "workflow.event"  # an event (an approval) sent to a waiting execution
+    WORKFLOW_CANCEL = "workflow.cancel"  # an unfinished execution cancelled
+    WORKFLOW_RESUME = "workflow.resume"  # a failed execution resumed from its failed step
 
 
 class AuditTarget(StrEnum):
@@ -32,6 +35,7 @@ class AuditTarget(StrEnum):
     QUEUE = "queue"  # target_id: the queue's name
     WORKER = "worker"  # target_id: the workers row's id, or "all"
     EMPLOYEE_IMPORT = "employee_import"  # target_id: the employee_imports row's id
+    WORKFLOW_EXECUTION = "workflow_execution"  # target_id: the workflow_executions row's id
 
 
 class AuditEntry(db.Model):

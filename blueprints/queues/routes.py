@@ -15,7 +15,9 @@ from blueprints.queues.common import OPERATORS, READERS, act, render_console, te
 from blueprints.queues.forms import ActionForm
 from blueprints.scoping import chosen_tenant, scoped
 from console import actions, charts, figures, workers
+from jobqueue.enqueue import psycopg_connection
 from models import AuditEntry, db
+from workflows.store import WorkflowInspector
 
 AUDIT_PAGE = 50
 
@@ -33,7 +35,10 @@ def index() -> ResponseReturnValue:
 def queue_overview() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     overview = figures.overview(inspector(), tenant_id(tenant))
-    return render_console("queues/queue_overview.html", tenant, overview=overview)
+    workflow_counts = WorkflowInspector(psycopg_connection(db.session)).counts(tenant_id(tenant))
+    return render_console(
+        "queues/queue_overview.html", tenant, overview=overview, workflow_counts=workflow_counts
+    )
 
 
 @bp.get("/queues/<name>")
