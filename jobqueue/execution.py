@@ -3,22 +3,44 @@
 Nothing here touches the database; the runner writes the :class:`AttemptResult` it returns.
 """
 
+import math
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from jobqueue import telemetry
-from jobqueue.errors import PermanentError, UnknownTask
+from jobqueue.errors import PermanentError, TimedOut, UnknownTask
 from jobqueue.registry import TaskRegistry
 from jobqueue.store import AttemptResult, ClaimedJob
 from jobqueue.text import TextLimits, cut_end, cut_middle
 
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptClock:
+    """When an attempt started and when it must end: the runner's watchdog reads ``expires``."""
+
+    timeout: float  # seconds
+    started: float  # time.monotonic() at the start
+    deadline: datetime  # the same end, by the wall clock (UTC), for tasks and logs
+
+    @classmethod
+    def start(cls, timeout: float) -> "AttemptClock":
+        return cls(timeout, time.monotonic(), datetime.now(UTC) + timedelta(seconds=timeout))
+
+    @property
+    def expires(self) -> float:
+        return self.started + self.timeout
+
+
+NO_CLOCK = AttemptClock(math.inf, 0.0, datetime.max.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +50,16 @@ class JobContext:
     job: ClaimedJob
     worker: str
     connection: ConnectionFactory  # ``with ctx.connection() as conn:`` borrows a pooled one
+    clock: AttemptClock = NO_CLOCK
+
+    @property
+    def deadline(self) -> datetime:
+        """When this attempt times out (UTC); past it the attempt is recorded ``timed_out``."""
+        return self.clock.deadline
+
+    def remaining(self) -> float:
+        """Seconds left before this attempt times out (0 once it has)."""
+        return max(0.0, self.clock.expires - time.monotonic())
 
     @property
     def job_id(self) -> int:
@@ -48,11 +80,13 @@ def run_job(
     worker: str,
     connection: ConnectionFactory,
     limits: TextLimits = TextLimits(),  # noqa: B008 - frozen, so one shared default is safe
+    clock: AttemptClock = NO_CLOCK,
 ) -> AttemptResult:
     """Run one attempt and say how it ended. Never raises for anything the task does; the error
-    and traceback it reports are cleaned and cut to ``limits``, so they can always be stored."""
+    and traceback it reports are cleaned and cut to ``limits``, so they can always be stored.
+    ``clock`` is what the task's context reports as its deadline (the runner enforces it)."""
     with telemetry.consumer(job, job.trace_context) as span:
-        result = _run(job, tasks, worker, connection, span, limits)
+        result = _run(job, tasks, worker, connection, span, limits, clock)
     if span is None:
         return result
     return replace(result, trace_id=telemetry.trace_id_of(span))
@@ -65,6 +99,7 @@ def _run(
     connection: ConnectionFactory,
     span: Any,
     limits: TextLimits,
+    clock: AttemptClock,
 ) -> AttemptResult:
     started = time.perf_counter()
     task = tasks.get(job.task)
@@ -74,7 +109,7 @@ def _run(
     try:
         arguments = task.call_arguments(job.payload)
         if task.pass_context:
-            task.function(JobContext(job, worker, connection), **arguments)
+            task.function(JobContext(job, worker, connection, clock), **arguments)
         else:
             task.function(**arguments)
     except PermanentError as error:
@@ -116,3 +151,20 @@ def _traceback() -> str:
         return traceback.format_exc()
     except Exception:
         return "<the traceback could not be formatted>"
+
+
+def timed_out(
+    job: ClaimedJob,
+    clock: AttemptClock,
+    retry_delay: float,
+    stack: str | None,
+    limits: TextLimits = TextLimits(),  # noqa: B008 - frozen, so one shared default is safe
+) -> AttemptResult:
+    """The result of an attempt that ran past its timeout, with where its thread was stuck."""
+    error = TimedOut(
+        f"the attempt ran past its timeout of {clock.timeout:g}s; its thread was abandoned"
+    )
+    description = cut_end(_describe(error), limits.error_bytes)
+    trace = None if stack is None else cut_middle(stack, limits.traceback_bytes)
+    duration = time.monotonic() - clock.started
+    return AttemptResult(job, "timed_out", description, trace, retry_delay, duration)

@@ -7,12 +7,12 @@
 -- name: job_insert
 -- Insert one job, or return nothing when a live job already holds its unique key.
 INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key,
-                  trace_context)
+                  trace_context, timeout_seconds)
 VALUES (
     coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
     %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, %(max_attempts)s,
     coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
-    %(unique_key)s, %(trace_context)s::jsonb
+    %(unique_key)s, %(trace_context)s::jsonb, %(timeout)s::float8
 )
 ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running')
 DO NOTHING
@@ -27,15 +27,15 @@ WITH input AS MATERIALIZED (
         unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
         jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
         unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
-        unnest(%(run_ats)b::timestamptz[])
+        unnest(%(run_ats)b::timestamptz[]), unnest(%(timeouts)b::float8[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
-                                run_at, position)
+                                run_at, timeout_seconds, position)
 ), inserted AS (
     INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      trace_context)
+                      trace_context, timeout_seconds)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts, coalesce(run_at, now() + make_interval(secs => delay)),
-           %(trace_context)s::jsonb
+           %(trace_context)s::jsonb, timeout_seconds
     FROM input
 )
 SELECT array_agg(id ORDER BY position) FROM input
@@ -49,16 +49,17 @@ WITH input AS MATERIALIZED (
         unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
         jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
         unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
-        unnest(%(run_ats)b::timestamptz[]), unnest(%(unique_keys)b::text[])
+        unnest(%(run_ats)b::timestamptz[]), unnest(%(unique_keys)b::text[]),
+        unnest(%(timeouts)b::float8[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
-                                run_at, unique_key, position)
+                                run_at, unique_key, timeout_seconds, position)
 ), inserted AS (
     INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      unique_key, trace_context)
+                      unique_key, trace_context, timeout_seconds)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts,
            coalesce(run_at, now() + make_interval(secs => delay)), unique_key,
-           %(trace_context)s::jsonb
+           %(trace_context)s::jsonb, timeout_seconds
     FROM input
     ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL
                                           AND state IN ('available', 'running')
@@ -119,7 +120,8 @@ SET state = 'running',
 FROM picked
 WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
-          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
+          jobs.timeout_seconds
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's
@@ -149,12 +151,13 @@ WITH result AS (
             ELSE 'available'
         END,
         available_at = CASE
-            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts
+            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
                 THEN now() + make_interval(secs => result.retry_delay)
             ELSE jobs.available_at
         END,
         finished_at = CASE
-            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts THEN NULL
+            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+                THEN NULL
             ELSE now()
         END,
         last_error = coalesce(result.error, jobs.last_error),
@@ -173,7 +176,7 @@ WITH result AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               traceback, duration, trace_id)
     SELECT id, attempt, %(worker)s, started_at, now(),
-           CASE WHEN outcome = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
+           CASE WHEN outcome IN ('succeeded', 'timed_out') THEN outcome ELSE 'failed' END,
            error, traceback, make_interval(secs => duration), trace_id
     FROM finished
 ), counted AS (
@@ -199,7 +202,8 @@ WITH result AS (
 SELECT id, attempt, state, 'written' FROM finished
 UNION ALL
 SELECT result.id, result.attempt, jobs.state,
-       CASE WHEN earlier.outcome IN ('succeeded', 'failed') THEN 'written_before' ELSE 'lost' END
+       CASE WHEN earlier.outcome IN ('succeeded', 'failed', 'timed_out') THEN 'written_before'
+            ELSE 'lost' END
 FROM result
 LEFT JOIN jobs ON jobs.id = result.id
 LEFT JOIN job_attempts AS earlier
@@ -516,10 +520,12 @@ VALUES (%(name)s, %(hostname)s, %(pid)s, %(parent_id)s, %(queue)s, %(threads)s)
 RETURNING id
 
 -- name: worker_heartbeat
--- Record that a worker is alive and how many jobs it holds; returns whether a drain was asked.
+-- Record that a worker is alive, how many jobs it holds and how many threads it abandoned to
+-- tasks past their timeout; returns whether a drain was asked.
 UPDATE workers
 SET last_heartbeat_at = now(),
     in_flight = %(in_flight)s,
+    abandoned_threads = %(abandoned_threads)s,
     state = %(state)s  -- a worker marked lost that speaks again is back
 WHERE id = %(id)s
 RETURNING drain_requested_at IS NOT NULL
@@ -529,6 +535,7 @@ RETURNING drain_requested_at IS NOT NULL
 UPDATE workers
 SET state = %(state)s,
     in_flight = coalesce(%(in_flight)s, in_flight),
+    abandoned_threads = coalesce(%(abandoned_threads)s, abandoned_threads),
     last_heartbeat_at = now(),
     stopped_at = CASE WHEN %(state)s = 'stopped' THEN now() END
 WHERE id = %(id)s
@@ -896,7 +903,8 @@ WITH holding AS (
     SELECT locked_by, count(*) AS jobs FROM jobs WHERE state = 'running' GROUP BY locked_by
 )
 SELECT workers.id, workers.name, workers.hostname, workers.pid, workers.parent_id,
-       workers.queue, workers.threads, workers.state, workers.in_flight, workers.started_at,
+       workers.queue, workers.threads, workers.state, workers.in_flight,
+       workers.abandoned_threads, workers.started_at,
        workers.last_heartbeat_at,
        extract(epoch FROM now() - workers.last_heartbeat_at)::float8 AS silent_seconds,
        workers.drain_requested_at, workers.drain_requested_by, workers.stopped_at,

@@ -27,6 +27,7 @@ DEFAULT_DEPTH_SAMPLE_SECONDS = 60.0
 DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
+DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
@@ -57,6 +58,7 @@ class WorkerSettings:
     lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
     connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS
     restart_backoff_max_seconds: float = DEFAULT_RESTART_BACKOFF_MAX_SECONDS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     log_level: str = "INFO"
     log_format: str = "text"
     maintenance: bool = True  # run a maintainer: rescue, and a bid for the leader's duties
@@ -140,6 +142,7 @@ SHORT_FLAGS = {
     "keep_succeeded_seconds": "--keep-succeeded",
     "keep_dead_seconds": "--keep-dead",
     "connect_wait_seconds": "--connect-wait",
+    "timeout_seconds": "--timeout",
     "task_modules": "--tasks",
 }
 

@@ -23,6 +23,7 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"  # the task raised; the job retries or, when exhausted or permanent, dies
     LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (crash, kill -9, partition)
     RELEASED = "released"  # given back at shutdown; not counted against the attempt budget
+    TIMED_OUT = "timed_out"  # ran past its timeout; retries like a failure, its thread abandoned
 
 
 class WorkerState(StrEnum):

@@ -35,6 +35,7 @@ class ClaimedJob:
     available_at: datetime
     started_at: datetime
     trace_context: dict[str, str] | None = None  # W3C traceparent/tracestate of the enqueue
+    timeout_seconds: float | None = None  # given at enqueue; None: the task's or the default
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class NewJob:
     run_at: datetime | None
     unique_key: str | None
     trace_context: str | None = None  # JSON of the enqueuing span's W3C trace context
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,8 @@ class AttemptResult:
     """What one attempt ended with, as the runner reports it."""
 
     job: ClaimedJob
-    outcome: str  # 'succeeded', 'failed' (retry if budget left) or 'dead' (permanent)
+    # 'succeeded'; 'failed' or 'timed_out' (retried if budget is left); 'dead' (permanent)
+    outcome: str
     error: str | None
     traceback: str | None
     retry_delay: float
@@ -155,6 +158,7 @@ class JobStore:
             "max_attempts": [job.max_attempts for job in jobs],
             "delays": [job.delay_seconds for job in jobs],
             "run_ats": [job.run_at for job in jobs],
+            "timeouts": [job.timeout_seconds for job in jobs],
             "trace_context": jobs[0].trace_context,  # one enqueue span for the batch
         }
         if all(job.unique_key is None for job in jobs):
@@ -307,16 +311,34 @@ class JobStore:
         }
         return int(_one(self._execute("worker_register", params))[0])
 
-    def worker_heartbeat(self, worker_id: int, state: str, in_flight: int) -> bool:
+    def worker_heartbeat(
+        self, worker_id: int, state: str, in_flight: int, abandoned_threads: int = 0
+    ) -> bool:
         """Record a heartbeat (state: running or draining); returns True when someone asked this
         worker to drain."""
-        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+        params = {
+            "id": worker_id,
+            "state": state,
+            "in_flight": in_flight,
+            "abandoned_threads": abandoned_threads,
+        }
         row = self._execute("worker_heartbeat", params)
         found = row.fetchone()
         return bool(found and found[0])
 
-    def set_worker_state(self, worker_id: int, state: str, in_flight: int | None = None) -> None:
-        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+    def set_worker_state(
+        self,
+        worker_id: int,
+        state: str,
+        in_flight: int | None = None,
+        abandoned_threads: int | None = None,
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "state": state,
+            "in_flight": in_flight,
+            "abandoned_threads": abandoned_threads,
+        }
         self._execute("worker_set_state", params)
 
     def request_drain(self, worker_id: int, requested_by: str) -> list[int]:
@@ -410,4 +432,5 @@ def _insert_params(job: NewJob, payload: str) -> dict[str, Any]:
         "run_at": job.run_at,
         "unique_key": job.unique_key,
         "trace_context": job.trace_context,
+        "timeout": job.timeout_seconds,
     }

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
+    Double,
     ForeignKey,
     Identity,
     Index,
@@ -46,6 +47,7 @@ class Job(db.Model):
     __table_args__ = (
         CheckConstraint(_one_of("state", JobState), name="state"),
         CheckConstraint("max_attempts > 0", name="max_attempts"),
+        CheckConstraint("timeout_seconds > 0::double precision", name="timeout_seconds"),
         CheckConstraint(
             "(state = 'running') = (locked_by IS NOT NULL)"
             " AND (state = 'running') = (lease_expires_at IS NOT NULL)",
@@ -134,6 +136,8 @@ class Job(db.Model):
     last_error: Mapped[str | None] = mapped_column(Text)
     unique_key: Mapped[str | None] = mapped_column(Text)
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    # Seconds an attempt may run, given at enqueue; else the task's, else the worker's default.
+    timeout_seconds: Mapped[float | None] = mapped_column(Double)
 
 
 class JobAttempt(db.Model):

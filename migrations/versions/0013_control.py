@@ -1,0 +1,41 @@
+"""Keeping work in bounds: a per-job timeout, the 'timed_out' attempt outcome, and the count of
+threads a worker process abandoned to a task that overran its timeout.
+
+Revision ID: 0013_control
+Revises: 0011_login_throttle
+Create Date: 2026-12-01
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0013_control"
+down_revision = "0011_login_throttle"
+branch_labels = None
+depends_on = None
+
+OUTCOME_CHECK = "job_attempts_outcome_check"
+# The full list, old and new (a CHECK constraint is replaced whole).
+OUTCOMES_BEFORE = "outcome IN ('succeeded', 'failed', 'lease_expired', 'released')"
+OUTCOMES_AFTER = "outcome IN ('succeeded', 'failed', 'lease_expired', 'released', 'timed_out')"
+
+
+def upgrade() -> None:
+    op.add_column("jobs", sa.Column("timeout_seconds", sa.Double(), nullable=True))
+    op.create_check_constraint(
+        op.f("jobs_timeout_seconds_check"), "jobs", "timeout_seconds > 0::double precision"
+    )
+    op.drop_constraint(op.f(OUTCOME_CHECK), "job_attempts", type_="check")
+    op.create_check_constraint(op.f(OUTCOME_CHECK), "job_attempts", OUTCOMES_AFTER)
+    op.add_column(
+        "workers",
+        sa.Column("abandoned_threads", sa.Integer(), server_default=sa.text("0"), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_column("workers", "abandoned_threads")
+    op.execute("DELETE FROM job_attempts WHERE outcome = 'timed_out'")
+    op.drop_constraint(op.f(OUTCOME_CHECK), "job_attempts", type_="check")
+    op.create_check_constraint(op.f(OUTCOME_CHECK), "job_attempts", OUTCOMES_BEFORE)
+    op.drop_column("jobs", "timeout_seconds")
