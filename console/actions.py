@@ -63,12 +63,20 @@ def requeue_job(session: Session, actor: User, job_id: int) -> str:
 def cancel_job(session: Session, actor: User, job_id: int) -> str:
     store = _store(session)
     job = _job(store, job_id)
-    if not store.cancel(job_id):
+    state = store.cancel(job_id)
+    if state is None:
         raise ActionRefused(
-            f"Job {job_id} is {job['state']}; only waiting or scheduled jobs can be cancelled."
+            f"Job {job_id} is {job['state']}; only waiting, scheduled or running jobs can be "
+            "cancelled."
         )
+    details = {"task": job["task"], "was": job["state"]}
     record(session, actor, AuditAction.JOB_CANCEL, AuditTarget.JOB, job_id,
-           tenant_id=job["tenant_id"], details={"task": job["task"]})  # fmt: skip
+           tenant_id=job["tenant_id"], details=details)  # fmt: skip
+    if state == JobState.RUNNING:
+        return (
+            f"Job {job_id} was asked to stop: its worker learns of it at its next heartbeat. "
+            "It ends cancelled when its task checks, else at its timeout; it is not retried."
+        )
     return f"Job {job_id} cancelled; it will not run."
 
 

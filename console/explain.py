@@ -25,12 +25,17 @@ def explain(job: Row, operator: bool = True) -> Explanation:
     if state == JobState.AVAILABLE:
         return _waiting(job, operator)
     if state == JobState.RUNNING:
-        return Explanation("running", _running(job, operator), ())
+        if job.get("cancel_requested_at") is not None:
+            return Explanation("running", _running(job, operator) + _cancelling(job), ())
+        return Explanation("running", _running(job, operator), ("cancel",))
     if state == JobState.SUCCEEDED:
         reason = f"succeeded at {utc(job['finished_at'])} on attempt {job['attempt']}"
         return Explanation("succeeded", reason, ())
     if state == JobState.DEAD:
         return Explanation("dead", _dead(job), ("requeue", "discard"))
+    if job.get("cancel_requested_at") is not None:
+        reason = f"cancelled at {utc(job['finished_at'])}: asked to stop while it ran"
+        return Explanation("cancelled", reason, ("requeue",))
     reason = f"cancelled at {utc(job['finished_at'])} by an operator"
     if job["last_error"]:
         reason += f", after attempt {job['attempt']} of {job['max_attempts']} had failed"
@@ -81,6 +86,14 @@ def _running(job: Row, operator: bool) -> str:
     return (
         f"{where}: attempt {job['attempt']} of {job['max_attempts']}, "
         f"claimed {relative(job['started_at'], now)}, lease until {utc(lease, with_date=False)}"
+    )
+
+
+def _cancelling(job: Row) -> str:
+    asked = job["cancel_requested_at"]
+    return (
+        f"; cancel requested {relative(asked, job['now'])}: it stops when its task next checks, "
+        "or at its timeout, and is not retried"
     )
 
 

@@ -147,16 +147,21 @@ WITH result AS (
     UPDATE jobs
     SET state = CASE
             WHEN result.outcome = 'succeeded' THEN 'succeeded'
+            -- asked to cancel: whatever else the attempt ended with, no retry
+            WHEN result.outcome = 'cancelled' OR jobs.cancel_requested_at IS NOT NULL
+                THEN 'cancelled'
             WHEN result.outcome = 'dead' OR jobs.attempt >= jobs.max_attempts THEN 'dead'
             ELSE 'available'
         END,
         available_at = CASE
             WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+                 AND jobs.cancel_requested_at IS NULL
                 THEN now() + make_interval(secs => result.retry_delay)
             ELSE jobs.available_at
         END,
         finished_at = CASE
             WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+                 AND jobs.cancel_requested_at IS NULL
                 THEN NULL
             ELSE now()
         END,
@@ -176,7 +181,8 @@ WITH result AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               traceback, duration, trace_id)
     SELECT id, attempt, %(worker)s, started_at, now(),
-           CASE WHEN outcome IN ('succeeded', 'timed_out') THEN outcome ELSE 'failed' END,
+           CASE WHEN outcome IN ('succeeded', 'timed_out', 'cancelled') THEN outcome
+                ELSE 'failed' END,
            error, traceback, make_interval(secs => duration), trace_id
     FROM finished
 ), counted AS (
@@ -202,8 +208,8 @@ WITH result AS (
 SELECT id, attempt, state, 'written' FROM finished
 UNION ALL
 SELECT result.id, result.attempt, jobs.state,
-       CASE WHEN earlier.outcome IN ('succeeded', 'failed', 'timed_out') THEN 'written_before'
-            ELSE 'lost' END
+       CASE WHEN earlier.outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled')
+            THEN 'written_before' ELSE 'lost' END
 FROM result
 LEFT JOIN jobs ON jobs.id = result.id
 LEFT JOIN job_attempts AS earlier
@@ -224,7 +230,9 @@ WITH handed_back AS (
     SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
 ), released AS (
     UPDATE jobs
-    SET state = 'available',
+    -- A job someone asked to cancel is not given back: it ends cancelled.
+    SET state = CASE WHEN jobs.cancel_requested_at IS NULL THEN 'available' ELSE 'cancelled' END,
+        finished_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         -- An unstarted job keeps its place in line; a started one goes to the back.
         available_at = CASE WHEN handed_back.started THEN now() ELSE jobs.available_at END,
         attempt = CASE WHEN handed_back.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
@@ -262,8 +270,10 @@ FROM released
 
 -- name: job_extend_leases
 -- Extend the leases of a worker's in-flight jobs. Every pair comes back with its fate:
--- 'extended'; 'done' (this worker has written its result since, or gave it back); or 'lost'
--- (rescued, or another worker holds the job now). Rows are locked in id order as in job_finish.
+-- 'extended'; 'cancel_requested' (extended, and someone asked to cancel the job: the heartbeat
+-- carries the request back to the task); 'done' (this worker has written its result since, or
+-- gave it back); or 'lost' (rescued, or another worker holds the job now). Rows are locked in
+-- id order as in job_finish.
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 ), locked AS MATERIALIZED (
@@ -276,9 +286,11 @@ WITH held AS (
       AND jobs.id = held.id
       AND jobs.attempt = held.attempt
       AND jobs.locked_by = %(worker)s
-    RETURNING jobs.id, jobs.attempt
+    RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_at
 )
-SELECT id, attempt, 'extended' FROM extended
+SELECT id, attempt,
+       CASE WHEN cancel_requested_at IS NULL THEN 'extended' ELSE 'cancel_requested' END
+FROM extended
 UNION ALL
 SELECT held.id, held.attempt,
        CASE WHEN rescued.job_id IS NOT NULL
@@ -305,9 +317,12 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), rescued AS (
     UPDATE jobs
-    SET state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'dead' ELSE 'available' END,
+    SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                     WHEN jobs.attempt >= jobs.max_attempts THEN 'dead'
+                     ELSE 'available' END,
         available_at = now(),
-        finished_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN now() END,
+        finished_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL
+                             OR jobs.attempt >= jobs.max_attempts THEN now() END,
         last_error = 'LeaseExpired: worker ' || expired.locked_by
                      || ' stopped renewing its lease (crashed, killed, frozen or cut off)',
         locked_by = NULL,
@@ -362,6 +377,7 @@ WITH requeued AS (
     SET state = 'available',
         available_at = now(),
         finished_at = NULL,
+        cancel_requested_at = NULL,
         max_attempts = jobs.attempt + %(attempt_budget)s
     WHERE id = %(id)s AND state IN ('dead', 'cancelled')
     RETURNING id, queue
@@ -369,11 +385,16 @@ WITH requeued AS (
 SELECT id, pg_notify('pauta_jobs', queue) FROM requeued
 
 -- name: job_cancel
--- Withdraw a job that is waiting (now or scheduled) so it never runs.
+-- Withdraw a job that is waiting (now or scheduled) so it never runs, or ask a running one to
+-- stop (its worker learns of it at its next heartbeat). Returns the job's state after: a waiting
+-- job is 'cancelled' at once; a running one stays 'running' until its attempt ends.
 UPDATE jobs
-SET state = 'cancelled', finished_at = now()
-WHERE id = %(id)s AND state = 'available'
-RETURNING id
+SET state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END,
+    cancel_requested_at = CASE WHEN state = 'running' THEN coalesce(cancel_requested_at, now())
+                          END
+WHERE id = %(id)s AND state IN ('available', 'running')
+RETURNING id, state
 
 -- name: job_run_now
 -- Make a scheduled or backing-off job visible at once.
@@ -389,7 +410,7 @@ SELECT id, pg_notify('pauta_jobs', queue) FROM advanced
 -- One job row, for explaining why an operation did not apply.
 SELECT id, tenant_id, queue, task, payload, priority, state, attempt, max_attempts, available_at,
        available_at > now() AS scheduled, created_at, started_at, finished_at, lease_expires_at,
-       locked_by, last_error, unique_key
+       locked_by, last_error, unique_key, cancel_requested_at, timeout_seconds
 FROM jobs
 WHERE id = %(id)s
 
@@ -781,6 +802,7 @@ SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, tenants.name AS tenant_n
        jobs.queue, jobs.task, jobs.priority, jobs.state, jobs.attempt, jobs.max_attempts,
        jobs.available_at, jobs.created_at, jobs.started_at, jobs.finished_at,
        jobs.lease_expires_at, jobs.locked_by, jobs.last_error, jobs.unique_key, now() AS now,
+       jobs.cancel_requested_at, jobs.timeout_seconds,
        left(jsonb_pretty(jobs.payload), %(payload_chars)s) AS payload_text,
        length(jsonb_pretty(jobs.payload)) AS payload_length,
        coalesce(queues.paused, false) AS queue_paused, queues.paused_at AS queue_paused_at,
@@ -946,6 +968,7 @@ WITH input AS (
     SET state = 'available',
         available_at = now(),
         finished_at = NULL,
+        cancel_requested_at = NULL,
         max_attempts = jobs.attempt + chosen.budget
     FROM chosen
     WHERE jobs.id = chosen.id

@@ -7,8 +7,9 @@ Parts, each a thread with its own database connection:
 - the **completer** writes attempt results in batches, one fenced statement per batch that
   also counts them in the per-minute stats; a batch the database refuses for a reason other
   than the connection is written row by row, so one bad row cannot lose the others;
-- the **heartbeat** extends the leases of every job this process holds, in one statement, and
-  records the process's own heartbeat in ``workers`` (and learns whether a drain was asked);
+- the **heartbeat** extends the leases of every job this process holds, in one statement
+  (learning which of them someone asked to cancel, which it tells their tasks), and records the
+  process's own heartbeat in ``workers`` (and learns whether a drain was asked);
   a beat that fails is retried at once, with backoff, well before the leases are at risk;
 - the **watchdog** ends attempts past their timeout (``timed_out``): their leases are no longer
   renewed, their threads are given up, and the process drains to be replaced (``recycle``);
@@ -44,7 +45,7 @@ from psycopg_pool import ConnectionPool
 
 from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
-from jobqueue.execution import AttemptClock, run_job, timed_out
+from jobqueue.execution import AttemptControl, run_job, timed_out
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
 from jobqueue.settings import WorkerSettings
@@ -98,7 +99,7 @@ class Running:
     """An attempt a worker thread is running."""
 
     job: ClaimedJob
-    clock: AttemptClock
+    control: AttemptControl
     thread: threading.Thread
 
 
@@ -206,16 +207,20 @@ class Consumer:
                 with self._lock:
                     self._outstanding -= 1
                 continue
-            clock = AttemptClock.start(runner.timeout_of(job))
+            control = AttemptControl.start(runner.timeout_of(job))
+            if runner.cancel_was_requested(job):  # learnt while the job waited in the buffer
+                control.cancel.set()
             with self._lock:
-                self._running[job.id, job.attempt] = Running(job, clock, threading.current_thread())
+                self._running[job.id, job.attempt] = Running(
+                    job, control, threading.current_thread()
+                )
             result = run_job(
                 job,
                 runner.tasks,
                 runner.worker_id,
                 runner.task_connection,
                 runner.text_limits,
-                clock,
+                control,
             )
             with self._lock:
                 timed_out = self._running.pop((job.id, job.attempt), None) is None
@@ -262,6 +267,12 @@ class Consumer:
             stuck = set(self._stuck)
         return any(worker.is_alive() and worker not in stuck for worker in self._workers)
 
+    def request_cancel(self, attempts: set[tuple[int, int]]) -> None:
+        """Tell the tasks running these attempts that someone asked to cancel their jobs."""
+        with self._lock:
+            for key in attempts & self._running.keys():
+                self._running[key].control.cancel.set()
+
     def stuck_threads(self) -> int:
         with self._lock:
             return len(self._stuck)
@@ -270,7 +281,7 @@ class Consumer:
         """Take the attempts past their timeout out of the running set and give up their
         threads; the caller writes their results."""
         with self._lock:
-            expired = [item for item in self._running.values() if item.clock.expires <= now]
+            expired = [item for item in self._running.values() if item.control.expires <= now]
             for item in expired:
                 del self._running[item.job.id, item.job.attempt]
                 self._outstanding -= 1
@@ -283,7 +294,7 @@ class Consumer:
         now = time.monotonic()
         with self._lock:
             self._abandoned = True
-            return [(item.job, now - item.clock.started) for item in self._running.values()]
+            return [(item.job, now - item.control.started) for item in self._running.values()]
 
 
 class Runner:
@@ -319,6 +330,7 @@ class Runner:
         # (job id, attempt) claimed and not yet written back, which the heartbeat renews, with
         # the monotonic time from which its lease last ran (its claim or its last renewal)
         self._held: dict[tuple[int, int], float] = {}
+        self._cancels: set[tuple[int, int]] = set()  # held attempts asked to stop
         self._held_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
@@ -442,6 +454,10 @@ class Runner:
             return False
         return time.monotonic() - lease_from < self.settings.lease_seconds
 
+    def cancel_was_requested(self, job: ClaimedJob) -> bool:
+        with self._held_lock:
+            return (job.id, job.attempt) in self._cancels
+
     def forget_job(self, job: ClaimedJob) -> None:
         self._forget([(job.id, job.attempt)])
 
@@ -482,6 +498,7 @@ class Runner:
         with self._held_lock:
             for attempt in attempts:
                 self._held.pop(attempt, None)
+                self._cancels.discard(attempt)
 
     def timeout_of(self, job: ClaimedJob) -> float:
         """Seconds the attempt may run: the job's own timeout, else its task's, else the
@@ -516,15 +533,16 @@ class Runner:
         delay = task.retry.delay(job.attempt) if task is not None else 0.0
         frame = sys._current_frames().get(item.thread.ident or -1)
         stack = "".join(traceback.format_stack(frame)) if frame is not None else None
-        self.submit(timed_out(job, item.clock, delay, stack, self.text_limits))
+        self.submit(timed_out(job, item.control, delay, stack, self.text_limits))
         log.warning(
             "job %d attempt %d timed out after %gs; thread %s abandoned, this process will "
             "drain and be replaced",
             job.id,
             job.attempt,
-            item.clock.timeout,
+            item.control.timeout,
             item.thread.name,
         )
+        self.stopping.set()  # claim nothing more, not even this job's retry
         self.recycle.set()
 
     # -- completer -----------------------------------------------------------------------------
@@ -588,7 +606,15 @@ class Runner:
             if instruments is not None:
                 job = result.job
                 instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
-            if outcome == "succeeded":
+            if outcome == "cancelled":
+                job_log.info(
+                    "job %d attempt %d cancelled (%s)",
+                    result.job_id,
+                    result.attempt,
+                    result.outcome,
+                    extra=_job_fields(result, outcome, self.worker_id),
+                )
+            elif outcome == "succeeded":
                 job_log.debug(
                     "job %d succeeded",
                     result.job_id,
@@ -653,10 +679,18 @@ class Runner:
         if held:
             renewed_from = time.monotonic()
             fates = store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
+            cancels = {pair for pair, fate in fates.items() if fate == "cancel_requested"}
             with self._held_lock:
                 for pair, fate in fates.items():
-                    if fate == "extended" and pair in self._held:
+                    if fate in ("extended", "cancel_requested") and pair in self._held:
                         self._held[pair] = renewed_from
+                new_cancels = (cancels & self._held.keys()) - self._cancels
+                self._cancels |= new_cancels
+            for job_id, attempt in sorted(new_cancels):
+                log.info("job %d attempt %d: cancel requested", job_id, attempt)
+            if new_cancels:
+                for consumer in self.consumers.values():
+                    consumer.request_cancel(new_cancels)
             lost = [pair for pair, fate in fates.items() if fate == "lost"]
             for job_id, attempt in lost:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)

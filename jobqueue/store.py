@@ -226,7 +226,8 @@ class JobStore:
         self, held: Sequence[tuple[int, int]], worker: str, lease_seconds: float
     ) -> dict[tuple[int, int], str]:
         """Extend the leases of (id, attempt) pairs; returns each pair's fate: 'extended',
-        'done' (its result was written, or it was given back) or 'lost' (taken over)."""
+        'cancel_requested' (extended, and asked to stop), 'done' (its result was written, or it
+        was given back) or 'lost' (taken over)."""
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],
@@ -365,8 +366,12 @@ class JobStore:
                 f"job {job_id} cannot be requeued: a waiting or running job holds its unique key"
             ) from None
 
-    def cancel(self, job_id: int) -> bool:
-        return self._execute("job_cancel", {"id": job_id}).fetchone() is not None
+    def cancel(self, job_id: int) -> str | None:
+        """Cancel a waiting job at once ('cancelled'), or ask a running one to stop ('running':
+        its worker learns of it at its next heartbeat, the task through
+        ``ctx.cancel_requested``); None when the job is neither (nothing changes)."""
+        row = self._execute("job_cancel", {"id": job_id}).fetchone()
+        return None if row is None else str(row[1])
 
     def run_now(self, job_id: int) -> bool:
         return self._execute("job_run_now", {"id": job_id}).fetchone() is not None

@@ -138,6 +138,8 @@ class Job(db.Model):
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     # Seconds an attempt may run, given at enqueue; else the task's, else the worker's default.
     timeout_seconds: Mapped[float | None] = mapped_column(Double)
+    # Someone asked to cancel the job while it ran; its worker passes that on to the task.
+    cancel_requested_at: Mapped[datetime | None]
 
 
 class JobAttempt(db.Model):

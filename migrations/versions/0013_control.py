@@ -1,5 +1,6 @@
-"""Keeping work in bounds: a per-job timeout, the 'timed_out' attempt outcome, and the count of
-threads a worker process abandoned to a task that overran its timeout.
+"""Keeping work in bounds: a per-job timeout, the 'timed_out' attempt outcome, the count of
+threads a worker process abandoned to a task that overran its timeout, and the request to cancel
+a running job (with the 'cancelled' attempt outcome).
 
 Revision ID: 0013_control
 Revises: 0011_login_throttle
@@ -17,7 +18,9 @@ depends_on = None
 OUTCOME_CHECK = "job_attempts_outcome_check"
 # The full list, old and new (a CHECK constraint is replaced whole).
 OUTCOMES_BEFORE = "outcome IN ('succeeded', 'failed', 'lease_expired', 'released')"
-OUTCOMES_AFTER = "outcome IN ('succeeded', 'failed', 'lease_expired', 'released', 'timed_out')"
+OUTCOMES_AFTER = (
+    "outcome IN ('succeeded', 'failed', 'lease_expired', 'released', 'timed_out', 'cancelled')"
+)
 
 
 def upgrade() -> None:
@@ -28,6 +31,9 @@ def upgrade() -> None:
     op.drop_constraint(op.f(OUTCOME_CHECK), "job_attempts", type_="check")
     op.create_check_constraint(op.f(OUTCOME_CHECK), "job_attempts", OUTCOMES_AFTER)
     op.add_column(
+        "jobs", sa.Column("cancel_requested_at", sa.DateTime(timezone=True), nullable=True)
+    )
+    op.add_column(
         "workers",
         sa.Column("abandoned_threads", sa.Integer(), server_default=sa.text("0"), nullable=False),
     )
@@ -35,7 +41,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_column("workers", "abandoned_threads")
-    op.execute("DELETE FROM job_attempts WHERE outcome = 'timed_out'")
+    op.execute("DELETE FROM job_attempts WHERE outcome IN ('timed_out', 'cancelled')")
     op.drop_constraint(op.f(OUTCOME_CHECK), "job_attempts", type_="check")
     op.create_check_constraint(op.f(OUTCOME_CHECK), "job_attempts", OUTCOMES_BEFORE)
+    op.drop_column("jobs", "cancel_requested_at")
     op.drop_column("jobs", "timeout_seconds")

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from console import search
 from jobqueue import enqueue
-from jobqueue.store import JobStore
+from jobqueue.store import AttemptResult, JobStore
 from models.people import Role
 from tests.support.db import job_row, scalar
 from tests.support.factories import (
@@ -282,6 +282,27 @@ def test_cancel_run_now_and_discard(admin: Any, conn: Conn) -> None:
     refused = flashed(admin, post(admin, f"/jobs/{dead}/discard"))
     assert "only dead jobs can be discarded" in refused
     assert [row[0] for row in audit(conn)] == ["job.run_now", "job.cancel", "job.discard"]
+
+
+def test_cancel_a_running_job_asks_it_to_stop_and_is_audited(admin: Any, conn: Conn) -> None:
+    running = make_job(conn)
+    [claimed] = JobStore(conn).claim("default", 1, "h:1:abc", 30)
+    assert claimed.id == running
+    page = admin.get(f"/jobs/{running}").get_data(as_text=True)
+    assert f"/jobs/{running}/cancel" in page and "Ask it to stop" in page
+    answer = flashed(admin, post(admin, f"/jobs/{running}/cancel"))
+    assert f"Job {running} was asked to stop" in answer
+    assert "cancel requested" in answer, "the job page says why it still runs"
+    row = job_row(conn, running)
+    assert (row["state"], row["cancel_requested_at"] is not None) == ("running", True)
+    assert f"/jobs/{running}/cancel" not in answer, "asked once: no second button"
+    [(action, target, target_id, _, _, details)] = audit(conn)
+    assert (action, target, target_id) == ("job.cancel", "job", str(running))
+    assert details["was"] == "running"
+    JobStore(conn).finish([AttemptResult(claimed, "failed", "E: x", None, 1.0, 0.1)], "h:1:abc")
+    assert job_row(conn, running)["state"] == "cancelled"
+    refused = flashed(admin, post(admin, f"/jobs/{running}/cancel"))
+    assert "only waiting, scheduled or running jobs can be cancelled" in refused
 
 
 def test_scheduled_jobs_are_listed_soonest_first_and_run_now_comes_back_to_the_list(

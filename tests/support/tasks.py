@@ -131,3 +131,26 @@ def watches_its_deadline(ctx: JobContext) -> None:
             "INSERT INTO runs (job_id, attempt, worker) VALUES (%s, %s, %s)",
             (ctx.job_id, ctx.attempt, f"{ctx.deadline.isoformat()} {ctx.remaining():.3f}"),
         )
+
+
+@task("stops_when_asked", pass_context=True, timeout=30)
+def stops_when_asked(ctx: JobContext) -> None:
+    """Note the start, then work in small steps until asked to cancel (a cooperative task)."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    while not ctx.cancel_requested:
+        time.sleep(0.02)
+
+
+@task("ignores_cancel", pass_context=True, timeout=2)
+def ignores_cancel(ctx: JobContext) -> None:
+    """Note the start, then sleep without ever looking at ``ctx.cancel_requested``."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    time.sleep(60)
