@@ -123,6 +123,63 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
 
+-- name: job_claim_fair
+-- Claim as job_claim does, but in fair shares between the tenants with waiting jobs in the queue:
+-- the recursive CTE walks the queue's distinct tenants (one probe of jobs_claim_tenant_idx
+-- each), each tenant gets ceil(limit / tenants) of the slots, and within a tenant jobs are taken
+-- in (priority, available_at, id) order. The round starts at a random tenant, so that with more
+-- tenants than slots each is served in turn over successive claims. A burst of one tenant then
+-- delays the others by about one claim, not by the burst.
+WITH RECURSIVE tenants AS (
+    (SELECT tenant_id FROM jobs
+     WHERE state = 'available' AND queue = %(queue)s
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT next.tenant_id FROM jobs AS next
+            WHERE next.state = 'available' AND next.queue = %(queue)s
+              AND next.tenant_id > tenants.tenant_id
+            ORDER BY next.tenant_id LIMIT 1)
+    FROM tenants
+    WHERE tenants.tenant_id IS NOT NULL
+), waiting AS MATERIALIZED (
+    SELECT tenant_id, row_number() OVER (ORDER BY tenant_id) AS position,
+           count(*) OVER () AS tenants
+    FROM tenants
+    WHERE tenant_id IS NOT NULL
+), turn AS MATERIALIZED (
+    SELECT waiting.tenant_id, ceil(%(limit)s::float8 / waiting.tenants)::int AS share
+    FROM waiting, (SELECT random() AS spin) AS wheel
+    ORDER BY mod(waiting.position + floor(wheel.spin * waiting.tenants)::bigint, waiting.tenants)
+), picked AS MATERIALIZED (
+    SELECT visible.id
+    FROM turn
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM jobs
+        WHERE state = 'available'
+          AND queue = %(queue)s
+          AND tenant_id = turn.tenant_id
+          AND available_at <= now()
+        -- tenant_id leads the order (one value here) so that only jobs_claim_tenant_idx fits it
+        ORDER BY tenant_id, priority, available_at, id
+        LIMIT turn.share
+        FOR UPDATE SKIP LOCKED
+    ) AS visible
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
+    LIMIT %(limit)s
+)
+UPDATE jobs
+SET state = 'running',
+    attempt = jobs.attempt + 1,
+    locked_by = %(worker)s,
+    started_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
+FROM picked
+WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
+          jobs.timeout_seconds
+
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's
 -- row and count the outcomes in job_stats_minute, all in this one statement. Rows are locked in
@@ -670,6 +727,31 @@ LEFT JOIN dead ON dead.queue = queues.name
 LEFT JOIN serving ON serving.queue = queues.name
 WHERE %(queue)s::text IS NULL OR queues.name = %(queue)s
 ORDER BY queues.name
+
+-- name: console_queue_tenants
+-- One queue's waiting (visible) and running jobs per tenant, most waiting first: the waiting ones
+-- from jobs_claim_tenant_idx alone, the running ones through the lease index.
+WITH live AS (
+    SELECT tenant_id, true AS waiting
+    FROM jobs
+    WHERE state = 'available' AND queue = %(queue)s AND available_at <= now()
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+    UNION ALL
+    SELECT tenant_id, false
+    FROM jobs
+    WHERE state = 'running' AND queue = %(queue)s
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+), counted AS (
+    SELECT tenant_id, count(*) FILTER (WHERE waiting) AS waiting,
+           count(*) FILTER (WHERE NOT waiting) AS running
+    FROM live
+    GROUP BY tenant_id
+)
+SELECT tenants.slug AS tenant, tenants.name AS tenant_name, counted.waiting, counted.running
+FROM counted
+JOIN tenants ON tenants.id = counted.tenant_id
+ORDER BY counted.waiting DESC, counted.running DESC, tenants.slug
+LIMIT %(limit)s
 
 -- name: console_queue_outcomes
 -- Per queue: outcomes over the last 1, 5 and 60 whole minutes plus the current one, and run and

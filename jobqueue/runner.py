@@ -174,7 +174,11 @@ class Consumer:
             jobs = (
                 run(
                     lambda store: store.claim(
-                        self.queue, free, runner.worker_id, runner.settings.lease_seconds
+                        self.queue,
+                        free,
+                        runner.worker_id,
+                        runner.settings.lease_seconds,
+                        runner.settings.fair_tenants,
                     )
                 )
                 or []

@@ -28,6 +28,7 @@ DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
 DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
+BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
@@ -59,6 +60,7 @@ class WorkerSettings:
     connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS
     restart_backoff_max_seconds: float = DEFAULT_RESTART_BACKOFF_MAX_SECONDS
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    fair_tenants: bool = True  # share each claim between the tenants with waiting jobs
     log_level: str = "INFO"
     log_format: str = "text"
     maintenance: bool = True  # run a maintainer: rescue, and a bid for the leader's duties
@@ -243,6 +245,12 @@ def _typed(name: str, value: Any) -> Any:
         if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
             return tuple(value)
         raise SettingsError("task_modules must be a list of module names")
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in BOOLEANS:
+            return BOOLEANS[value.lower()]
+        raise SettingsError(f"{name} must be true or false, not {value!r}")
     try:
         if kind is float:
             if isinstance(value, bool):

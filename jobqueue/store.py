@@ -181,9 +181,14 @@ class JobStore:
 
     # -- the runner's loop ---------------------------------------------------------------------
 
-    def claim(self, queue: str, limit: int, worker: str, lease_seconds: float) -> list[ClaimedJob]:
+    def claim(
+        self, queue: str, limit: int, worker: str, lease_seconds: float, fair: bool = False
+    ) -> list[ClaimedJob]:
+        """Claim up to ``limit`` visible jobs of ``queue``; ``fair`` shares the claim between the
+        tenants with waiting jobs (job_claim_fair) instead of taking them in queue order."""
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
-        jobs = [ClaimedJob(*row) for row in self._execute("job_claim", params)]
+        statement = "job_claim_fair" if fair else "job_claim"
+        jobs = [ClaimedJob(*row) for row in self._execute(statement, params)]
         # UPDATE ... RETURNING keeps no order: run them in the order they were picked.
         jobs.sort(key=lambda job: (job.priority, job.available_at, job.id))
         return jobs

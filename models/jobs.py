@@ -64,6 +64,17 @@ class Job(db.Model):
             postgresql_where=text("state = 'available'"),
             postgresql_include=["tenant_id"],
         ),
+        # The fair claim's (job_claim_fair): the tenants with waiting jobs in a queue, and each
+        # tenant's jobs in claim order.
+        Index(
+            "jobs_claim_tenant_idx",
+            "queue",
+            "tenant_id",
+            "priority",
+            "available_at",
+            "id",
+            postgresql_where=text("state = 'available'"),
+        ),
         # The lease sweeper's index.
         Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
         # Finished jobs by age, for pruning.

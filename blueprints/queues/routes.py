@@ -49,6 +49,7 @@ def queue_detail(name: str) -> ResponseReturnValue:
         "queues/queue_detail.html",
         tenant,
         queue=overview.queues[0],
+        tenants=inspector().queue_tenants(name, tenant_id(tenant)),
         window=window,
         windows=charts.WINDOWS,
         action_form=ActionForm(),

@@ -1,6 +1,7 @@
 """Keeping work in bounds: a per-job timeout, the 'timed_out' attempt outcome, the count of
 threads a worker process abandoned to a task that overran its timeout, and the request to cancel
-a running job (with the 'cancelled' attempt outcome).
+a running job (with the 'cancelled' attempt outcome); and the index of the claim that shares a
+queue fairly between tenants (built CONCURRENTLY: writes to jobs go on meanwhile).
 
 Revision ID: 0013_control
 Revises: 0011_login_throttle
@@ -23,6 +24,12 @@ OUTCOMES_AFTER = (
 )
 
 
+TENANT_INDEX = (
+    "CREATE INDEX CONCURRENTLY jobs_claim_tenant_idx ON jobs"
+    " (queue, tenant_id, priority, available_at, id) WHERE state = 'available'"
+)
+
+
 def upgrade() -> None:
     op.add_column("jobs", sa.Column("timeout_seconds", sa.Double(), nullable=True))
     op.create_check_constraint(
@@ -37,9 +44,13 @@ def upgrade() -> None:
         "workers",
         sa.Column("abandoned_threads", sa.Integer(), server_default=sa.text("0"), nullable=False),
     )
+    with op.get_context().autocommit_block():
+        op.execute(TENANT_INDEX)
 
 
 def downgrade() -> None:
+    with op.get_context().autocommit_block():
+        op.execute("DROP INDEX CONCURRENTLY jobs_claim_tenant_idx")
     op.drop_column("workers", "abandoned_threads")
     op.execute("DELETE FROM job_attempts WHERE outcome IN ('timed_out', 'cancelled')")
     op.drop_constraint(op.f(OUTCOME_CHECK), "job_attempts", type_="check")

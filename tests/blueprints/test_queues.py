@@ -107,6 +107,25 @@ def test_an_hr_admin_sees_only_their_tenant_without_a_tenant_filter(
     assert "Pause queue" not in client.get("/queues/mail").get_data(as_text=True)
 
 
+def test_a_queue_page_counts_waiting_and_running_jobs_per_tenant(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    for _ in range(3):
+        make_job(conn, queue="mail", tenant_id=people["acme"])
+    make_job(conn, queue="mail", tenant_id=people["acme"], delay=600)  # scheduled: not waiting
+    make_job(conn, queue="mail", tenant_id=people["globex"])
+    make_job(conn, queue="mail", tenant_id=people["globex"])
+    JobStore(conn).claim("mail", 1, "h:1:abc", 30)  # the oldest: one of acme's
+    rows = re.findall(
+        r'<tr><td>[^<]*<span class="muted">(\w+)</span></td><td class="num">(\d+)</td>'
+        r'<td class="num">(\d+)</td></tr>',
+        admin.get("/queues/mail").get_data(as_text=True),
+    )
+    assert rows == [("acme", "2", "1"), ("globex", "2", "0")]
+    own = client_for(app, people["acme_hr"]).get("/queues/mail").get_data(as_text=True)
+    assert "globex" not in own.split("data-queue-tenants")[1].split("</table>")[0]
+
+
 def test_a_queue_page_has_its_figures_graphs_and_a_window_choice(admin: Any, conn: Conn) -> None:
     make_job(conn, queue="mail")
     page = admin.get("/queues/mail?window=24h").get_data(as_text=True)
