@@ -152,6 +152,24 @@ def _failures(session: Session, fingerprint: str, max_id: int, ids: list[int] | 
 # -- queues and workers ------------------------------------------------------------------------
 
 
+PERIODS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
+
+
+def set_rate_limit(
+    session: Session, actor: User, queue: str, limit: int | None, period: str
+) -> str:
+    """Set (or clear, with None) a queue's rate limit: every worker's next claim obeys it."""
+    _queue(session, queue)
+    seconds = PERIODS[period]
+    _store(session).set_rate_limit(queue, limit, seconds, actor.email if limit else None)
+    details = {"limit": limit, "period_seconds": seconds}
+    record(session, actor, AuditAction.QUEUE_RATE_LIMIT, AuditTarget.QUEUE, queue,
+           details=details)  # fmt: skip
+    if limit is None:
+        return f"Queue {queue} has no rate limit now (pauta.toml's applies from the next start)."
+    return f"Queue {queue} now starts at most {limit} jobs per {period}, from the next claim."
+
+
 def pause_queue(session: Session, actor: User, queue: str) -> str:
     store = _store(session)
     if _queue(session, queue)["paused"]:

@@ -8,7 +8,7 @@ and no admin who paused the queue (see console.redaction).
 
 from dataclasses import dataclass
 
-from console.formatting import relative, utc
+from console.formatting import rate_text, relative, utc
 from jobqueue.inspect import Row
 from jobqueue.states import JobState
 
@@ -60,6 +60,12 @@ def _waiting(job: Row, operator: bool) -> Explanation:
         reason = f"waiting: queue paused{by} since {utc(job['queue_paused_at'])}"
     elif job["live_workers"] == 0:
         reason = "waiting: no live worker serves this queue"
+    elif job.get("queue_rate_limit") is not None:
+        rate = rate_text(job["queue_rate_limit"], job["queue_rate_period"])
+        reason = (
+            f"waiting since {utc(at)} ({relative(at, now)}): rate limited: {rate} "
+            f"(the queue {job['queue']} starts at most that many jobs)"
+        )
     else:
         reason = f"waiting for a free worker since {utc(at)} ({relative(at, now)})"
     return Explanation("waiting", reason, ("cancel",))

@@ -94,6 +94,18 @@ WITH RECURSIVE priorities AS (
             ORDER BY next.priority LIMIT 1)
     FROM priorities
     WHERE priorities.priority IS NOT NULL
+), bucket AS MATERIALIZED (
+    -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
+    -- that queue take turns here; an unlimited queue has no row here and locks nothing.
+    SELECT least(rate_limit::float8,
+                 rate_tokens + extract(epoch FROM now() - rate_refilled_at)::float8
+                               * rate_limit / rate_period_seconds) AS tokens
+    FROM queues
+    WHERE name = %(queue)s AND rate_limit IS NOT NULL
+    FOR UPDATE
+), allowed AS MATERIALIZED (
+    -- least() ignores a NULL: without a limit, the slots asked for
+    SELECT least(%(limit)s, (SELECT floor(tokens)::int FROM bucket)) AS slots
 ), picked AS MATERIALIZED (
     SELECT visible.id
     FROM priorities
@@ -109,7 +121,13 @@ WITH RECURSIVE priorities AS (
         FOR UPDATE SKIP LOCKED
     ) AS visible
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
-    LIMIT %(limit)s
+    LIMIT (SELECT slots FROM allowed)
+), spent AS (
+    UPDATE queues
+    SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
+        rate_refilled_at = now()
+    FROM bucket
+    WHERE queues.name = %(queue)s
 )
 UPDATE jobs
 SET state = 'running',
@@ -146,9 +164,21 @@ WITH RECURSIVE tenants AS (
            count(*) OVER () AS tenants
     FROM tenants
     WHERE tenant_id IS NOT NULL
+), bucket AS MATERIALIZED (
+    -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
+    -- that queue take turns here; an unlimited queue has no row here and locks nothing.
+    SELECT least(rate_limit::float8,
+                 rate_tokens + extract(epoch FROM now() - rate_refilled_at)::float8
+                               * rate_limit / rate_period_seconds) AS tokens
+    FROM queues
+    WHERE name = %(queue)s AND rate_limit IS NOT NULL
+    FOR UPDATE
+), allowed AS MATERIALIZED (
+    -- least() ignores a NULL: without a limit, the slots asked for
+    SELECT least(%(limit)s, (SELECT floor(tokens)::int FROM bucket)) AS slots
 ), turn AS MATERIALIZED (
-    SELECT waiting.tenant_id, ceil(%(limit)s::float8 / waiting.tenants)::int AS share
-    FROM waiting, (SELECT random() AS spin) AS wheel
+    SELECT waiting.tenant_id, ceil(allowed.slots::float8 / waiting.tenants)::int AS share
+    FROM waiting, allowed, (SELECT random() AS spin) AS wheel
     ORDER BY mod(waiting.position + floor(wheel.spin * waiting.tenants)::bigint, waiting.tenants)
 ), picked AS MATERIALIZED (
     SELECT visible.id
@@ -166,7 +196,13 @@ WITH RECURSIVE tenants AS (
         FOR UPDATE SKIP LOCKED
     ) AS visible
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
-    LIMIT %(limit)s
+    LIMIT (SELECT slots FROM allowed)
+), spent AS (
+    UPDATE queues
+    SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
+        rate_refilled_at = now()
+    FROM bucket
+    WHERE queues.name = %(queue)s
 )
 UPDATE jobs
 SET state = 'running',
@@ -495,6 +531,44 @@ WITH resumed AS (
     RETURNING name
 )
 SELECT name, pg_notify('pauta_jobs', name) FROM resumed
+
+-- name: queue_rate_limit_configure
+-- At a worker's start: the limit pauta.toml gives a queue (NULL: none), unless the console set
+-- one (rate_limit_set_by), which stays until cleared there.
+INSERT INTO queues (name, rate_limit, rate_period_seconds)
+VALUES (%(queue)s, %(rate_limit)s, %(period_seconds)s)
+ON CONFLICT (name) DO UPDATE
+SET rate_limit = excluded.rate_limit,
+    rate_period_seconds = excluded.rate_period_seconds,
+    rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
+    rate_refilled_at = now()
+WHERE queues.rate_limit_set_by IS NULL
+  AND (queues.rate_limit, queues.rate_period_seconds)
+      IS DISTINCT FROM (excluded.rate_limit, excluded.rate_period_seconds)
+
+-- name: queue_rate_limit_set
+-- Set (or, with a NULL limit, clear) a queue's rate limit from the console; claims use it from
+-- their next statement. A cleared limit goes back to what pauta.toml says at the next start.
+INSERT INTO queues (name, rate_limit, rate_period_seconds, rate_limit_set_by)
+VALUES (%(queue)s, %(rate_limit)s, %(period_seconds)s, %(set_by)s)
+ON CONFLICT (name) DO UPDATE
+SET rate_limit = excluded.rate_limit,
+    rate_period_seconds = excluded.rate_period_seconds,
+    rate_limit_set_by = excluded.rate_limit_set_by,
+    rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
+    rate_refilled_at = now()
+RETURNING name
+
+-- name: console_queue_rate
+-- A queue's rate limit, and the attempts that ended per second over the last whole minute.
+SELECT queues.rate_limit, queues.rate_period_seconds, queues.rate_limit_set_by,
+       coalesce((SELECT sum(succeeded + failed + dead + released)
+                 FROM job_stats_minute
+                 WHERE queue = %(queue)s
+                   AND minute = date_trunc('minute', now()) - interval '1 minute'), 0)::float8
+           / 60 AS recent_rate
+FROM queues
+WHERE queues.name = %(queue)s
 
 -- name: queue_list
 -- Every known queue with its paused state.
@@ -885,6 +959,7 @@ SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, tenants.name AS tenant_n
        jobs.available_at, jobs.created_at, jobs.started_at, jobs.finished_at,
        jobs.lease_expires_at, jobs.locked_by, jobs.last_error, jobs.unique_key, now() AS now,
        jobs.cancel_requested_at, jobs.timeout_seconds,
+       queues.rate_limit AS queue_rate_limit, queues.rate_period_seconds AS queue_rate_period,
        left(jsonb_pretty(jobs.payload), %(payload_chars)s) AS payload_text,
        length(jsonb_pretty(jobs.payload)) AS payload_length,
        coalesce(queues.paused, false) AS queue_paused, queues.paused_at AS queue_paused_at,

@@ -48,7 +48,7 @@ from jobqueue.connections import CONNECT_OPTIONS, Link
 from jobqueue.execution import AttemptControl, run_job, timed_out
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
-from jobqueue.settings import WorkerSettings
+from jobqueue.settings import WorkerSettings, parse_rate
 from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity, Written
 from jobqueue.text import TextLimits
 
@@ -365,6 +365,7 @@ class Runner:
     def start(self) -> None:
         link = self._link("register")
         self.row_id = link.call(lambda store: store.register_worker(self.identity))
+        link.call(self._configure_rate_limits)
         link.close()
         self._watching.set()
         for thread in (
@@ -413,6 +414,14 @@ class Runner:
         if self._pool is not None:
             self._pool.close()
         log.info("worker %s stopped", self.worker_id)
+
+    def _configure_rate_limits(self, store: JobStore) -> None:
+        """Write each served queue's limit from the settings (pauta.toml), where the console has
+        not set one: the claims of every worker then enforce it through the queue's row."""
+        for queue in self.settings.queues:
+            rate = self.settings.rate_limits.get(queue)
+            limit, period = (None, 1.0) if rate is None else parse_rate(queue, rate)
+            store.configure_rate_limit(queue, limit, period)
 
     def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
         """Run a part's loop; a bug that escapes it marks the runner crashed instead of leaving

@@ -405,6 +405,23 @@ class JobStore:
             cursor.execute(sql, {"id": job_id})
             return cursor.fetchall()
 
+    def configure_rate_limit(self, queue: str, limit: int | None, period_seconds: float) -> None:
+        """The limit pauta.toml gives ``queue`` (None: none), unless the console set one."""
+        params = {"queue": queue, "rate_limit": limit, "period_seconds": period_seconds}
+        self._execute("queue_rate_limit_configure", params)
+
+    def set_rate_limit(
+        self, queue: str, limit: int | None, period_seconds: float, set_by: str | None
+    ) -> None:
+        """Set (or clear, with None) a queue's limit of starts per period, at once."""
+        params = {
+            "queue": queue,
+            "rate_limit": limit,
+            "period_seconds": period_seconds,
+            "set_by": set_by,
+        }
+        self._execute("queue_rate_limit_set", params)
+
     def pause_queue(self, queue: str, paused_by: str) -> None:
         self._execute("queue_pause", {"queue": queue, "paused_by": paused_by})
 

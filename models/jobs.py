@@ -34,12 +34,23 @@ def _one_of(column: str, values: type[JobState] | type[AttemptOutcome]) -> str:
 
 class Queue(db.Model):
     __tablename__ = "queues"
+    __table_args__ = (
+        CheckConstraint("rate_limit > 0", name="rate_limit"),
+        CheckConstraint("rate_period_seconds > 0::double precision", name="rate_period_seconds"),
+    )
 
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     paused: Mapped[bool] = mapped_column(server_default=false())
     paused_at: Mapped[datetime | None]
     paused_by: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    # At most rate_limit claims per rate_period_seconds, across every worker: a token bucket that
+    # the claim refills, spends and locks (rate_tokens as of rate_refilled_at).
+    rate_limit: Mapped[int | None] = mapped_column(Integer)
+    rate_period_seconds: Mapped[float] = mapped_column(Double, server_default=text("1"))
+    rate_tokens: Mapped[float] = mapped_column(Double, server_default=text("0"))
+    rate_refilled_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    rate_limit_set_by: Mapped[str | None] = mapped_column(Text)  # None: from pauta.toml
 
 
 class Job(db.Model):

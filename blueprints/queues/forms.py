@@ -22,6 +22,15 @@ class ActionForm(FlaskForm):
     next = HiddenField()
 
 
+class RateLimitForm(FlaskForm):
+    """A queue's rate limit: at most ``limit`` starts per ``period``; no limit clears it."""
+
+    limit = IntegerField("Starts", validators=[Optional(), NumberRange(min=1, max=1_000_000)])
+    period = SelectField(
+        "per", choices=[SelectChoice(name, name) for name in ("second", "minute", "hour")]
+    )
+
+
 class FailureActionForm(FlaskForm):
     """A bulk action on a failure group: every dead job up to ``max_id`` (the newest job its
     confirmation counted), or, with ``scope`` "selected", only the ``jobs`` ticked among them

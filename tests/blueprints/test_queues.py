@@ -126,6 +126,43 @@ def test_a_queue_page_counts_waiting_and_running_jobs_per_tenant(
     assert "globex" not in own.split("data-queue-tenants")[1].split("</table>")[0]
 
 
+def test_a_platform_admin_sets_a_rate_limit_that_the_pages_show_and_the_claim_obeys(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    waiting = make_job(conn, queue="mail", tenant_id=people["acme"])
+    for _ in range(9):
+        make_job(conn, queue="mail", tenant_id=people["acme"])
+    register_worker(conn, queue="mail")
+    assert "No rate limit." in admin.get("/queues/mail").get_data(as_text=True)
+    answer = flashed(
+        admin, post(admin, "/queues/mail/rate-limit", {"limit": "20", "period": "second"})
+    )
+    assert "Queue mail now starts at most 20 jobs per second, from the next claim." in answer
+    assert "At most <strong>20 per second</strong>, across every worker" in answer
+    why = admin.get(f"/jobs/{waiting}").get_data(as_text=True)
+    assert "rate limited: 20 per second" in why
+    conn.execute("UPDATE queues SET rate_tokens = 0, rate_refilled_at = now() - interval '0.1 s'")
+    assert len(JobStore(conn).claim("mail", 10, "h:1:abc", 30)) == 2, "20/s for 0.1 s"
+    refused = flashed(admin, post(admin, "/queues/mail/rate-limit", {"limit": "0"}))
+    assert "The limit must be a whole number from 1 to 1,000,000, or empty." in refused
+    cleared = flashed(
+        admin, post(admin, "/queues/mail/rate-limit", {"limit": "", "period": "second"})
+    )
+    assert "Queue mail has no rate limit now" in cleared and "No rate limit." in cleared
+    actions = [row[:3] for row in audit(conn)]
+    assert actions == [("queue.rate_limit", "queue", "mail")] * 2
+    assert [row[5]["limit"] for row in audit(conn)] == [20, None]
+    hr = client_for(app, people["acme_hr"])
+    assert hr.post("/queues/mail/rate-limit", data={"limit": "1"}).status_code in (
+        302,
+        303,
+        400,
+        403,
+    )
+    assert job_row(conn, waiting)["queue"] == "mail"
+    assert scalar(conn, "SELECT rate_limit FROM queues WHERE name = 'mail'") is None
+
+
 def test_a_queue_page_has_its_figures_graphs_and_a_window_choice(admin: Any, conn: Conn) -> None:
     make_job(conn, queue="mail")
     page = admin.get("/queues/mail?window=24h").get_data(as_text=True)

@@ -201,3 +201,39 @@ def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn)
     scans = [line for line in plan.splitlines() if " on jobs" in line and "Scan" in line]
     assert scans and all("jobs_claim_tenant_idx" in line or "jobs_pkey" in line for line in scans)
     assert any("jobs_claim_tenant_idx on jobs next" in line for line in scans), plan
+
+
+# -- rate limits: the token bucket in the queue's row ------------------------------------------
+
+
+def test_a_rate_limited_queue_claims_only_the_tokens_its_bucket_holds(conn: Conn) -> None:
+    """kills: claim-ignores-rate-limit, rate-bucket-not-spent"""
+    enqueue_many(conn, [JobRequest("noop")] * 100)
+    store = JobStore(conn)
+    store.set_rate_limit("default", 10, 1.0, "test")
+    for fair in (False, True):
+        conn.execute(
+            "UPDATE queues SET rate_tokens = 0, rate_refilled_at = now() - interval '0.5 s'"
+        )
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 5  # 10/s for 0.5 s
+        assert store.claim("default", 50, "w1", 30, fair=fair) == [], "the bucket is spent"
+        conn.execute("UPDATE queues SET rate_refilled_at = now() - interval '1 hour'")
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 10, "capped at one period"
+    store.set_rate_limit("default", None, 1.0, None)
+    assert len(store.claim("default", 50, "w1", 30)) == 50, "no limit: the slots asked for"
+    store.set_rate_limit("default", 3, 60.0, "test")
+    conn.execute("UPDATE queues SET rate_refilled_at = now() - interval '30 s'")
+    assert len(store.claim("default", 50, "w1", 30)) == 1, "3 a minute: 1.5 after 30 s"
+
+
+def test_the_claim_of_an_unlimited_queue_locks_no_queue_row(conn: Conn, database_url: str) -> None:
+    enqueue_many(conn, [JobRequest("noop")] * 5)
+    store = JobStore(conn)
+    store.pause_queue("default", "test")
+    store.resume_queue("default")  # the queue has a row, without a limit
+    with psycopg.connect(database_url) as holder:
+        holder.execute("SELECT * FROM queues WHERE name = 'default' FOR UPDATE")
+        conn.execute("SET lock_timeout = '500ms'")
+        assert len(store.claim("default", 2, "w1", 30)) == 2
+        assert len(store.claim("default", 2, "w1", 30, fair=True)) == 2
+        conn.execute("RESET lock_timeout")
