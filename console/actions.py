@@ -4,12 +4,13 @@ its record are one transaction. Each returns the sentence to show the operator, 
 ``ActionRefused`` (nothing changed, and nothing recorded) or ``NotFound``.
 """
 
+from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
 from console import failures
 from console.audit import record, record_jobs
 from console.errors import ActionRefused, NotFound
-from console.formatting import plural
+from console.formatting import plural, rate_text
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
 from jobqueue.enqueue import psycopg_connection
 from jobqueue.inspect import JobInspector, Row
@@ -66,16 +67,21 @@ def cancel_job(session: Session, actor: User, job_id: int) -> str:
     state = store.cancel(job_id)
     if state is None:
         raise ActionRefused(
-            f"Job {job_id} is {job['state']}; only waiting, scheduled or running jobs can be "
-            "cancelled."
+            _(
+                "Job %(job)s is %(state)s; only waiting, scheduled or running jobs can be "
+                "cancelled.",
+                job=job_id,
+                state=job["state"],
+            )
         )
     details = {"task": job["task"], "was": job["state"]}
     record(session, actor, AuditAction.JOB_CANCEL, AuditTarget.JOB, job_id,
            tenant_id=job["tenant_id"], details=details)  # fmt: skip
     if state == JobState.RUNNING:
-        return (
-            f"Job {job_id} was asked to stop: its worker learns of it at its next heartbeat. "
-            "It ends cancelled when its task checks, else at its timeout; it is not retried."
+        return _(
+            "Job %(job)s was asked to stop: its worker learns of it at its next heartbeat. "
+            "It ends cancelled when its task checks, else at its timeout; it is not retried.",
+            job=job_id,
         )
     return f"Job {job_id} cancelled; it will not run."
 
@@ -166,8 +172,15 @@ def set_rate_limit(
     record(session, actor, AuditAction.QUEUE_RATE_LIMIT, AuditTarget.QUEUE, queue,
            details=details)  # fmt: skip
     if limit is None:
-        return f"Queue {queue} has no rate limit now (pauta.toml's applies from the next start)."
-    return f"Queue {queue} now starts at most {limit} jobs per {period}, from the next claim."
+        return _(
+            "Queue %(queue)s has no rate limit now (pauta.toml's applies from the next start).",
+            queue=queue,
+        )
+    return _(
+        "Queue %(queue)s now starts at most %(rate)s, from the next claim.",
+        queue=queue,
+        rate=rate_text(limit, seconds),
+    )
 
 
 def pause_queue(session: Session, actor: User, queue: str) -> str:

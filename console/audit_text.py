@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from flask_babel import gettext as _
+
 from console.formatting import count, plural, rate_text, utc
 from models.audit import AuditAction, AuditEntry, AuditTarget
 
@@ -30,7 +32,7 @@ def describe(
         return f"Requeued {was}job #{target_id}{of_task}{more}."
     if action == AuditAction.JOB_CANCEL:
         if details.get("was") == "running":
-            return f"Asked running job #{target_id}{of_task} to stop."
+            return _("Asked running job #%(job)s%(task)s to stop.", job=target_id, task=of_task)
         return f"Cancelled job #{target_id}{of_task}: it will not run."
     if action == AuditAction.JOB_RUN_NOW:
         due = details.get("was_due")
@@ -47,8 +49,12 @@ def describe(
     if action == AuditAction.QUEUE_RATE_LIMIT:
         limit, seconds = details.get("limit"), details.get("period_seconds") or 1.0
         if not limit:
-            return f"Removed the rate limit of queue {target_id}."
-        return f"Set the rate limit of queue {target_id}: {rate_text(limit, seconds)}."
+            return _("Removed the rate limit of queue %(queue)s.", queue=target_id)
+        return _(
+            "Set the rate limit of queue %(queue)s: %(rate)s.",
+            queue=target_id,
+            rate=rate_text(limit, seconds),
+        )
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
     return f"{action} on {target_type} {target_id}."

@@ -8,6 +8,8 @@ and no admin who paused the queue (see console.redaction).
 
 from dataclasses import dataclass
 
+from flask_babel import gettext as _
+
 from console.formatting import rate_text, relative, utc
 from jobqueue.inspect import Row
 from jobqueue.states import JobState
@@ -34,7 +36,7 @@ def explain(job: Row, operator: bool = True) -> Explanation:
     if state == JobState.DEAD:
         return Explanation("dead", _dead(job), ("requeue", "discard"))
     if job.get("cancel_requested_at") is not None:
-        reason = f"cancelled at {utc(job['finished_at'])}: asked to stop while it ran"
+        reason = _("cancelled at %(at)s: asked to stop while it ran", at=utc(job["finished_at"]))
         return Explanation("cancelled", reason, ("requeue",))
     reason = f"cancelled at {utc(job['finished_at'])} by an operator"
     if job["last_error"]:
@@ -62,9 +64,13 @@ def _waiting(job: Row, operator: bool) -> Explanation:
         reason = "waiting: no live worker serves this queue"
     elif job.get("queue_rate_limit") is not None:
         rate = rate_text(job["queue_rate_limit"], job["queue_rate_period"])
-        reason = (
-            f"waiting since {utc(at)} ({relative(at, now)}): rate limited: {rate} "
-            f"(the queue {job['queue']} starts at most that many jobs)"
+        reason = _(
+            "waiting since %(since)s (%(ago)s): rate limited: %(rate)s (the queue %(queue)s "
+            "starts at most that many jobs)",
+            since=utc(at),
+            ago=relative(at, now),
+            rate=rate,
+            queue=job["queue"],
         )
     else:
         reason = f"waiting for a free worker since {utc(at)} ({relative(at, now)})"
@@ -97,9 +103,10 @@ def _running(job: Row, operator: bool) -> str:
 
 def _cancelling(job: Row) -> str:
     asked = job["cancel_requested_at"]
-    return (
-        f"; cancel requested {relative(asked, job['now'])}: it stops when its task next checks, "
-        "or at its timeout, and is not retried"
+    return _(
+        "; cancel requested %(ago)s: it stops when its task next checks, or at its timeout, "
+        "and is not retried",
+        ago=relative(asked, job["now"]),
     )
 
 

@@ -94,18 +94,25 @@ WITH RECURSIVE priorities AS (
             ORDER BY next.priority LIMIT 1)
     FROM priorities
     WHERE priorities.priority IS NOT NULL
-), bucket AS MATERIALIZED (
+), locked_bucket AS MATERIALIZED (
     -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
     -- that queue take turns here; an unlimited queue has no row here and locks nothing.
-    SELECT least(rate_limit::float8,
-                 rate_tokens + extract(epoch FROM now() - rate_refilled_at)::float8
-                               * rate_limit / rate_period_seconds) AS tokens
+    SELECT rate_limit, rate_period_seconds, rate_tokens, rate_refilled_at
     FROM queues
     WHERE name = %(queue)s AND rate_limit IS NOT NULL
     FOR UPDATE
+), bucket AS MATERIALIZED (
+    -- Refilled up to the time the lock was held (clock_timestamp(), not the statement's now():
+    -- a claim that waited for the lock must not count time before the last claim's refill).
+    -- It holds at most a quarter of the limit (at least one): the most a burst adds to a period.
+    SELECT least(greatest(rate_limit / 4.0, 1)::float8,
+                 rate_tokens + greatest(extract(epoch FROM clock_timestamp() - rate_refilled_at),
+                                        0)::float8 * rate_limit / rate_period_seconds) AS tokens,
+           greatest(clock_timestamp(), rate_refilled_at) AS at
+    FROM locked_bucket
 ), allowed AS MATERIALIZED (
     -- least() ignores a NULL: without a limit, the slots asked for
-    SELECT least(%(limit)s, (SELECT floor(tokens)::int FROM bucket)) AS slots
+    SELECT least(%(limit)s, (SELECT greatest(floor(tokens), 0)::int FROM bucket)) AS slots
 ), picked AS MATERIALIZED (
     SELECT visible.id
     FROM priorities
@@ -125,7 +132,7 @@ WITH RECURSIVE priorities AS (
 ), spent AS (
     UPDATE queues
     SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
-        rate_refilled_at = now()
+        rate_refilled_at = bucket.at
     FROM bucket
     WHERE queues.name = %(queue)s
 )
@@ -164,18 +171,25 @@ WITH RECURSIVE tenants AS (
            count(*) OVER () AS tenants
     FROM tenants
     WHERE tenant_id IS NOT NULL
-), bucket AS MATERIALIZED (
+), locked_bucket AS MATERIALIZED (
     -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
     -- that queue take turns here; an unlimited queue has no row here and locks nothing.
-    SELECT least(rate_limit::float8,
-                 rate_tokens + extract(epoch FROM now() - rate_refilled_at)::float8
-                               * rate_limit / rate_period_seconds) AS tokens
+    SELECT rate_limit, rate_period_seconds, rate_tokens, rate_refilled_at
     FROM queues
     WHERE name = %(queue)s AND rate_limit IS NOT NULL
     FOR UPDATE
+), bucket AS MATERIALIZED (
+    -- Refilled up to the time the lock was held (clock_timestamp(), not the statement's now():
+    -- a claim that waited for the lock must not count time before the last claim's refill).
+    -- It holds at most a quarter of the limit (at least one): the most a burst adds to a period.
+    SELECT least(greatest(rate_limit / 4.0, 1)::float8,
+                 rate_tokens + greatest(extract(epoch FROM clock_timestamp() - rate_refilled_at),
+                                        0)::float8 * rate_limit / rate_period_seconds) AS tokens,
+           greatest(clock_timestamp(), rate_refilled_at) AS at
+    FROM locked_bucket
 ), allowed AS MATERIALIZED (
     -- least() ignores a NULL: without a limit, the slots asked for
-    SELECT least(%(limit)s, (SELECT floor(tokens)::int FROM bucket)) AS slots
+    SELECT least(%(limit)s, (SELECT greatest(floor(tokens), 0)::int FROM bucket)) AS slots
 ), turn AS MATERIALIZED (
     SELECT waiting.tenant_id, ceil(allowed.slots::float8 / waiting.tenants)::int AS share
     FROM waiting, allowed, (SELECT random() AS spin) AS wheel
@@ -200,7 +214,7 @@ WITH RECURSIVE tenants AS (
 ), spent AS (
     UPDATE queues
     SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
-        rate_refilled_at = now()
+        rate_refilled_at = bucket.at
     FROM bucket
     WHERE queues.name = %(queue)s
 )
@@ -541,7 +555,7 @@ ON CONFLICT (name) DO UPDATE
 SET rate_limit = excluded.rate_limit,
     rate_period_seconds = excluded.rate_period_seconds,
     rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
-    rate_refilled_at = now()
+    rate_refilled_at = clock_timestamp()
 WHERE queues.rate_limit_set_by IS NULL
   AND (queues.rate_limit, queues.rate_period_seconds)
       IS DISTINCT FROM (excluded.rate_limit, excluded.rate_period_seconds)
@@ -556,8 +570,14 @@ SET rate_limit = excluded.rate_limit,
     rate_period_seconds = excluded.rate_period_seconds,
     rate_limit_set_by = excluded.rate_limit_set_by,
     rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
-    rate_refilled_at = now()
+    rate_refilled_at = clock_timestamp()
 RETURNING name
+
+-- name: queue_rate_limits
+-- The rate limits of some queues (those without one are not listed), for the runner's pacing.
+SELECT name, rate_limit, rate_period_seconds
+FROM queues
+WHERE name = ANY (%(queues)s::text[]) AND rate_limit IS NOT NULL
 
 -- name: console_queue_rate
 -- A queue's rate limit, and the attempts that ended per second over the last whole minute.

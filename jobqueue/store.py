@@ -410,6 +410,11 @@ class JobStore:
         params = {"queue": queue, "rate_limit": limit, "period_seconds": period_seconds}
         self._execute("queue_rate_limit_configure", params)
 
+    def rate_limits(self, queues: Sequence[str]) -> dict[str, tuple[int, float]]:
+        """The rate limits of ``queues`` that have one: (starts, period in seconds)."""
+        rows = self._execute("queue_rate_limits", {"queues": list(queues)})
+        return {name: (int(limit), float(period)) for name, limit, period in rows}
+
     def set_rate_limit(
         self, queue: str, limit: int | None, period_seconds: float, set_by: str | None
     ) -> None:

@@ -42,8 +42,8 @@ def test_three_workers_of_eight_threads_start_twenty_jobs_a_second_together(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
     jobs = 400
+    start_three(database_url, workers)  # all three up first: the windows measure the three
     enqueue_many(conn, [JobRequest("noop", queue="limited")] * jobs)
-    start_three(database_url, workers)
     wait_until(
         lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'succeeded'") == jobs,
         timeout=60,
@@ -63,8 +63,8 @@ def test_three_workers_of_eight_threads_start_twenty_jobs_a_second_together(
 def test_raising_the_limit_takes_effect_within_a_heartbeat(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
-    enqueue_many(conn, [JobRequest("noop", queue="limited")] * 600)
     start_three(database_url, workers)
+    enqueue_many(conn, [JobRequest("noop", queue="limited")] * 600)
     wait_until(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE started_at IS NOT NULL"))
     JobStore(conn).set_rate_limit("limited", 60, 1.0, "admin@example")  # as the console does
     raised_at = scalar(conn, "SELECT now()")

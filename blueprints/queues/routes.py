@@ -3,6 +3,7 @@ and their graceful shutdown; the audit log."""
 
 from flask import abort, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -81,7 +82,9 @@ def queue_rate_limit(name: str) -> ResponseReturnValue:
 
     def set_limit() -> str:
         if not form.validate():
-            raise ActionRefused("The limit must be a whole number from 1 to 1,000,000, or empty.")
+            raise ActionRefused(
+                _("The limit must be a whole number from 1 to 1,000,000, or empty.")
+            )
         return actions.set_rate_limit(
             db.session, current_user, name, form.limit.data, form.period.data
         )

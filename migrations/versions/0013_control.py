@@ -4,7 +4,7 @@ a running job (with the 'cancelled' attempt outcome); and the index of the claim
 queue fairly between tenants (built CONCURRENTLY: writes to jobs go on meanwhile).
 
 Revision ID: 0013_control
-Revises: 0011_login_throttle
+Revises: 0015_locale
 Create Date: 2026-12-01
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013_control"
-down_revision = "0011_login_throttle"
+down_revision = "0015_locale"
 branch_labels = None
 depends_on = None
 

@@ -210,20 +210,27 @@ def test_a_rate_limited_queue_claims_only_the_tokens_its_bucket_holds(conn: Conn
     """kills: claim-ignores-rate-limit, rate-bucket-not-spent"""
     enqueue_many(conn, [JobRequest("noop")] * 100)
     store = JobStore(conn)
-    store.set_rate_limit("default", 10, 1.0, "test")
+    store.set_rate_limit("default", 40, 60.0, "test")  # 40 a minute: 2/3 of a token a second
     for fair in (False, True):
         conn.execute(
-            "UPDATE queues SET rate_tokens = 0, rate_refilled_at = now() - interval '0.5 s'"
+            "UPDATE queues SET rate_tokens = 0,"
+            " rate_refilled_at = clock_timestamp() - interval '6.5 s'"
         )
-        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 5  # 10/s for 0.5 s
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 4  # 4.33 tokens
         assert store.claim("default", 50, "w1", 30, fair=fair) == [], "the bucket is spent"
-        conn.execute("UPDATE queues SET rate_refilled_at = now() - interval '1 hour'")
-        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 10, "capped at one period"
+        conn.execute("UPDATE queues SET rate_refilled_at = clock_timestamp() - interval '1 h'")
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 10, "a quarter at most"
     store.set_rate_limit("default", None, 1.0, None)
     assert len(store.claim("default", 50, "w1", 30)) == 50, "no limit: the slots asked for"
     store.set_rate_limit("default", 3, 60.0, "test")
-    conn.execute("UPDATE queues SET rate_refilled_at = now() - interval '30 s'")
-    assert len(store.claim("default", 50, "w1", 30)) == 1, "3 a minute: 1.5 after 30 s"
+    conn.execute("UPDATE queues SET rate_refilled_at = clock_timestamp() - interval '1 h'")
+    assert len(store.claim("default", 50, "w1", 30)) == 1, "a bucket holds one at least"
+    # A claim that waited for the lock behind a later refill counts no time, never less than 0.
+    conn.execute(
+        "UPDATE queues SET rate_tokens = 0.5, rate_refilled_at = clock_timestamp() + interval '1 s'"
+    )
+    assert store.claim("default", 50, "w1", 30) == []
+    assert scalar(conn, "SELECT rate_tokens FROM queues WHERE name = 'default'") == 0.5
 
 
 def test_the_claim_of_an_unlimited_queue_locks_no_queue_row(conn: Conn, database_url: str) -> None:
