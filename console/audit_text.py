@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from console.formatting import count, plural, utc
+from flask_babel import gettext as _
+
+from console.formatting import count, plural, rate_text, utc
 from models.audit import AuditAction, AuditEntry, AuditTarget
 
 IDS_SHOWN = 20  # job or worker ids written out; the rest are counted
@@ -29,6 +31,8 @@ def describe(
         more = f" with {plural(budget, 'more attempt')}" if budget else ""
         return f"Requeued {was}job #{target_id}{of_task}{more}."
     if action == AuditAction.JOB_CANCEL:
+        if details.get("was") == "running":
+            return _("Asked running job #%(job)s%(task)s to stop.", job=target_id, task=of_task)
         return f"Cancelled job #{target_id}{of_task}: it will not run."
     if action == AuditAction.JOB_RUN_NOW:
         due = details.get("was_due")
@@ -42,6 +46,15 @@ def describe(
         return f"Paused queue {target_id}: workers claim none of its jobs until it is resumed."
     if action == AuditAction.QUEUE_RESUME:
         return f"Resumed queue {target_id}."
+    if action == AuditAction.QUEUE_RATE_LIMIT:
+        limit, seconds = details.get("limit"), details.get("period_seconds") or 1.0
+        if not limit:
+            return _("Removed the rate limit of queue %(queue)s.", queue=target_id)
+        return _(
+            "Set the rate limit of queue %(queue)s: %(rate)s.",
+            queue=target_id,
+            rate=rate_text(limit, seconds),
+        )
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
     if action == AuditAction.WORKFLOW_EVENT:

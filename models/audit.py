@@ -22,6 +22,7 @@ class AuditAction(StrEnum):
     JOB_DISCARD = "job.discard"  # dead -> cancelled: out of the failures list, kept until pruned
     QUEUE_PAUSE = "queue.pause"
     QUEUE_RESUME = "queue.resume"
+    QUEUE_RATE_LIMIT = "queue.rate_limit"  # a queue's rate limit set or cleared
     WORKER_DRAIN = "worker.drain"  # a graceful shutdown asked through the workers table
     EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
     WORKFLOW_EVENT = "workflow.event"  # an event (an approval) sent to a waiting execution
