@@ -16,9 +16,9 @@ from blueprints.queues.common import OPERATORS, READERS, act, render_console, te
 from blueprints.queues.forms import ActionForm, RateLimitForm
 from blueprints.scoping import chosen_tenant, scoped
 from console import actions, charts, figures, workers
-from jobqueue.enqueue import psycopg_connection
 from console.errors import ActionRefused
 from console.formatting import PERIOD_NAMES
+from jobqueue.enqueue import psycopg_connection
 from models import AuditEntry, db
 from workflows.store import WorkflowInspector
 
