@@ -44,6 +44,8 @@ def describe(
         return f"Resumed queue {target_id}."
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
+    if action == AuditAction.EMPLOYEE_VIEW:
+        return f"Opened employee #{target_id}'s record, their reviews' comments included."
     return f"{action} on {target_type} {target_id}."
 
 

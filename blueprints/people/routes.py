@@ -1,4 +1,7 @@
-"""Employee imports. The upload only stores the file and enqueues its job, so it answers at
+"""The people pages: the employee list and an employee's record (its reading audited), who read
+it, and employee imports.
+
+Employee imports. The upload only stores the file and enqueues its job, so it answers at
 once; the detail page follows the job with a progress bar (our bundled script polling
 ``import_progress``), then shows the report. Refusals are answered in one place
 (:func:`refused`)."""
@@ -13,17 +16,20 @@ from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints.auth.access import role_required
+from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.inputs import accepts_files
 from blueprints.people.forms import EmployeeImportForm
 from blueprints.scoping import get_or_404, scoped
-from hr import imports
+from hr import erasure, imports, records
 from hr.employee_csv import MAX_BYTES
-from hr.errors import DomainError
-from models import EmployeeImport, db
+from hr.errors import DomainError, StateConflict
+from models import Employee, EmployeeImport, db
 from models.imports import RowOutcome
 from models.people import Role
 
 bp = Blueprint("people", __name__)
+
+HR = (Role.HR_STAFF, Role.HR_ADMIN)
 
 RECENT_IMPORTS = 20
 SHOWN_ROWS = 1000  # of each outcome on the page; the CSV report has them all
@@ -42,6 +48,78 @@ def refused(error: DomainError) -> ResponseReturnValue:
 def too_large(error: RequestEntityTooLarge) -> ResponseReturnValue:
     flash(f"The file is larger than {MAX_BYTES // 2**20} MiB: split it in parts.", "error")
     return redirect(url_for("people.import_list"), 303)
+
+
+@bp.get("/people/")
+@role_required(*HR)
+def employee_list() -> ResponseReturnValue:
+    people = records.employees_of(db.session, current_user.tenant_id)
+    return render_template("people/employee_list.html", people=people)
+
+
+@bp.get("/people/<int:employee_id>")
+@role_required(*HR)
+def employee_detail(employee_id: int) -> ResponseReturnValue:
+    """The record, review comments included: the audit log records who read it."""
+    employee = get_or_404(Employee, employee_id)
+    record = records.read_record(db.session, current_user, employee)
+    db.session.commit()
+    return render_template("people/employee_detail.html", record=record)
+
+
+@bp.get("/people/<int:employee_id>/access")
+@role_required(Role.HR_ADMIN)
+def employee_access(employee_id: int) -> ResponseReturnValue:
+    employee = get_or_404(Employee, employee_id)
+    entries = records.access_log(db.session, employee)
+    return render_template("people/employee_access.html", employee=employee, entries=entries)
+
+
+@bp.get("/people/<int:employee_id>/erase")
+@role_required(Role.HR_ADMIN)
+def employee_erase_form(employee_id: int) -> ResponseReturnValue:
+    """What erasing the person does, with its button; or why they cannot be erased now."""
+    employee = get_or_404(Employee, employee_id)
+    reason = erasure.refusal(db.session, employee, current_user)
+    db.session.rollback()  # the cycles' locks are for the erasure itself
+    return render_template(
+        "people/employee_erase.html",
+        employee=employee,
+        reason=reason,
+        confirmation=erase_confirmation(employee),
+    )
+
+
+@bp.post("/people/<int:employee_id>/erase")
+@role_required(Role.HR_ADMIN)
+def employee_erase(employee_id: int) -> ResponseReturnValue:
+    employee = get_or_404(Employee, employee_id)
+    back = url_for("people.employee_erase_form", employee_id=employee.id)
+    if not confirmed():
+        return ask(erase_confirmation(employee), back)
+    try:
+        done = erasure.erase_employee(db.session, current_user, employee.id, employee.tenant_id)
+    except StateConflict as refusal:
+        db.session.rollback()
+        flash(str(refusal), "error")
+        return redirect(back, 303)
+    db.session.commit()
+    flash(
+        f"Erased: the record is now “{done.pseudonym}”; {done.comments_removed} comments removed,"
+        f" {done.accounts_deleted} accounts deleted.",
+        "success",
+    )
+    return redirect(url_for("people.employee_list"), 303)
+
+
+def erase_confirmation(employee: Employee) -> Confirmation:
+    return Confirmation(
+        f"Erase {employee.name}?",
+        "Their name and address become a pseudonym, the comments of every review they wrote or"
+        " received are deleted, their account is deleted and their data is scrubbed from jobs"
+        " and the audit log. Ratings stay, unlinked. It cannot be undone.",
+        "Erase for good",
+    )
 
 
 @bp.get("/people/imports/")

@@ -72,7 +72,16 @@ def world(app: Any, conn: Conn) -> World:
         job = scalar(
             conn, "SELECT min(id) FROM jobs WHERE payload->>'cycle_id' = %s", str(cycle_id)
         )
-        return {"cycle_id": cycle_id, "review_id": review, "job_id": job, "import_id": import_id}
+        employee = scalar(
+            conn, "SELECT min(reviewee_id) FROM reviews WHERE cycle_id = %s", cycle_id
+        )
+        return {
+            "cycle_id": cycle_id,
+            "review_id": review,
+            "job_id": job,
+            "import_id": import_id,
+            "employee_id": employee,
+        }
 
     return World(
         users,

@@ -57,6 +57,7 @@ def build_world(app: Any, conn: psycopg.Connection[Any]) -> World:
     )
     arguments = {
         "cycle_id": [draft.id, active.id],
+        "employee_id": [users[Role.EMPLOYEE].employee_id],
         "review_id": [review],
         "job_id": [dead, scheduled, notice],
         "name": ["default", "notifications"],
