@@ -46,6 +46,15 @@ def describe(
         return _drain(target_id, affected, details)
     if action == AuditAction.EMPLOYEE_VIEW:
         return f"Opened employee #{target_id}'s record, their reviews' comments included."
+    if action == AuditAction.EMPLOYEE_ERASE:
+        return f"Erased employee #{target_id}: now {details.get('pseudonym', 'a pseudonym')}."
+    if action == AuditAction.EMPLOYEE_EXPORT:
+        return (
+            f"Asked for everything about employee #{target_id} (export {details.get('export_id')})."
+        )
+    if action == AuditAction.EMPLOYEE_EXPORT_DOWNLOAD:
+        kind = str(details.get("format", "")).upper()
+        return f"Downloaded export {details.get('export_id')} of employee #{target_id} ({kind})."
     return f"{action} on {target_type} {target_id}."
 
 

@@ -4,7 +4,7 @@ theirs in the database, while the closed cycles' statistics still add up.
 Refused while the person takes part in an active cycle (their reviews are open). Otherwise:
 
 1. their draft cycles forget them (participation and pending reviews deleted: nothing was
-   asked of anyone yet);
+   asked of anyone yet), and the exports of their data are deleted;
 2. the comments of every review they wrote or received are emptied, and those reviews no longer
    point at them (``reviewer_id`` / ``reviewee_id`` NULL): the ratings stay, unlinked;
 3. their ``employees`` row becomes a pseudonym (``Erased person 42``,
@@ -46,6 +46,7 @@ ORDER BY c.id
 FOR UPDATE OF c
 """
 FORGET_DRAFTS = [
+    "DELETE FROM data_exports WHERE tenant_id = :tenant_id AND employee_id = :id",
     "DELETE FROM reviews r USING review_cycles c WHERE c.id = r.cycle_id AND c.status = 'draft'"
     " AND r.tenant_id = :tenant_id AND (r.reviewer_id = :id OR r.reviewee_id = :id)",
     "DELETE FROM cycle_participants p USING review_cycles c WHERE c.id = p.cycle_id"
@@ -68,6 +69,7 @@ FORGET_ACCOUNT = [
     "UPDATE audit_log SET user_id = NULL WHERE user_id = ANY(:users)",
     "UPDATE review_cycles SET activated_by = NULL WHERE activated_by = ANY(:users)",
     "UPDATE employee_imports SET created_by = NULL WHERE created_by = ANY(:users)",
+    "UPDATE data_exports SET requested_by = NULL WHERE requested_by = ANY(:users)",
     "DELETE FROM users WHERE id = ANY(:users)",
 ]
 THROTTLE = "DELETE FROM login_throttle WHERE scope = 'account' AND key = ANY(:keys)"

@@ -1,4 +1,5 @@
-"""HR's background tasks: e-mail each reviewer that their reviews are open; import employees.
+"""HR's background tasks: e-mail each reviewer that their reviews are open; import employees;
+export everything held about one person.
 
 Imported by the worker (``--tasks hr.tasks``) and by the web app (which enqueues them); it does
 not import Flask or the models, so the worker stays free of the web application.
@@ -13,6 +14,7 @@ with the error.
 import os
 from functools import cache
 
+from hr.export_job import fail_export, run_export
 from hr.import_job import fail_import, run_import
 from hr.mail import MailSettings, send
 from hr.notices import load_notice, record_start, render_notice
@@ -24,6 +26,7 @@ NOTIFY_REVIEWER = "hr.notify_reviewer"
 NOTIFICATIONS_QUEUE = "notifications"
 IMPORT_EMPLOYEES = "hr.import_employees"
 IMPORTS_QUEUE = "default"  # served by `make run` and the systemd example
+EXPORT_EMPLOYEE = "hr.export_employee"  # on the imports' queue
 
 MAIL_RETRY = RetryPolicy(
     max_attempts=5,
@@ -65,4 +68,17 @@ def import_employees(ctx: JobContext, import_id: int) -> None:
         if isinstance(error, PermanentError) or ctx.attempt >= ctx.job.max_attempts:
             reason = f"{type(error).__name__}: {error}"
             fail_import(ctx.connection, ctx.tenant_id, import_id, reason)
+        raise
+
+
+@task(EXPORT_EMPLOYEE, queue=IMPORTS_QUEUE, retry=IMPORT_RETRY, pass_context=True)
+def export_employee(ctx: JobContext, export_id: int) -> None:
+    """Build data export ``export_id`` of the job's tenant (:mod:`hr.export_job`)."""
+    try:
+        run_export(ctx.connection, ctx.tenant_id, export_id)
+    except Exception as error:
+        if isinstance(error, PermanentError) or ctx.attempt >= ctx.job.max_attempts:
+            fail_export(
+                ctx.connection, ctx.tenant_id, export_id, f"{type(error).__name__}: {error}"
+            )
         raise

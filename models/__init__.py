@@ -30,6 +30,7 @@ from models.imports import EmployeeImport, EmployeeImportRow  # noqa: E402
 from models.jobs import Job, JobAttempt, Queue  # noqa: E402
 from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
+from models.privacy import DataExport  # noqa: E402
 from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
 from models.throttle import LoginThrottle  # noqa: E402
@@ -38,6 +39,7 @@ from models.workers import Worker  # noqa: E402
 __all__ = [
     "AuditEntry",
     "CycleParticipant",
+    "DataExport",
     "Employee",
     "EmployeeImport",
     "EmployeeImportRow",

@@ -26,6 +26,8 @@ class AuditAction(StrEnum):
     EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
     EMPLOYEE_VIEW = "employee.view"  # HR opened an employee's record, review comments included
     EMPLOYEE_ERASE = "employee.erase"  # an HR admin erased a person who left (no data kept)
+    EMPLOYEE_EXPORT = "employee.export"  # an HR admin asked for everything about a person
+    EMPLOYEE_EXPORT_DOWNLOAD = "employee.export_download"  # and downloaded it (details: format)
 
 
 class AuditTarget(StrEnum):

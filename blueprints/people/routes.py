@@ -8,9 +8,10 @@ once; the detail page follows the job with a progress bar (our bundled script po
 
 import csv
 import io
+import json
 from typing import Any
 
-from flask import Blueprint, Response, flash, redirect, render_template, url_for
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -20,10 +21,10 @@ from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.inputs import accepts_files
 from blueprints.people.forms import EmployeeImportForm
 from blueprints.scoping import get_or_404, scoped
-from hr import erasure, imports, records
+from hr import erasure, exports, imports, records
 from hr.employee_csv import MAX_BYTES
 from hr.errors import DomainError, StateConflict
-from models import Employee, EmployeeImport, db
+from models import DataExport, Employee, EmployeeImport, db
 from models.imports import RowOutcome
 from models.people import Role
 
@@ -120,6 +121,65 @@ def erase_confirmation(employee: Employee) -> Confirmation:
         " and the audit log. Ratings stay, unlinked. It cannot be undone.",
         "Erase for good",
     )
+
+
+@bp.post("/people/<int:employee_id>/exports")
+@role_required(Role.HR_ADMIN)
+def export_create(employee_id: int) -> ResponseReturnValue:
+    """Ask for everything about the person: a job builds it; the page follows it."""
+    employee = get_or_404(Employee, employee_id)
+    days = exports.link_days(current_app.config["PAUTA_EXPORT_LINK_DAYS"])
+    export = exports.start_export(db.session, employee, current_user, days)
+    db.session.commit()
+    return redirect(url_for("people.export_detail", export_id=export.id), 303)
+
+
+@bp.get("/people/exports/<int:export_id>")
+@role_required(Role.HR_ADMIN)
+def export_detail(export_id: int) -> ResponseReturnValue:
+    export = get_or_404(DataExport, export_id)
+    return render_template("people/export_detail.html", **export_status_of(export))
+
+
+@bp.get("/people/exports/<int:export_id>/progress")
+@role_required(Role.HR_ADMIN)
+def export_progress(export_id: int) -> ResponseReturnValue:
+    """The part of the export page that changes, for its script to refresh."""
+    export = get_or_404(DataExport, export_id)
+    return render_template("people/_export_progress.html", **export_status_of(export))
+
+
+@bp.get("/people/exports/download/<token>/<kind>")
+@role_required(Role.HR_ADMIN)
+def export_download(token: str, kind: str) -> ResponseReturnValue:
+    """The files, to the HR admin who asked only, until the link expires (404 otherwise)."""
+    export = exports.downloadable(db.session, token, current_user)
+    if export is None or kind not in ("json", "html"):
+        abort(404)
+    exports.record_download(db.session, export, current_user, kind)
+    db.session.commit()
+    if kind == "json":
+        body = json.dumps(export.content_json, ensure_ascii=False, indent=2)
+        mimetype = "application/json"
+    else:
+        body, mimetype = export.content_html or "", "text/html"
+    name = f"personal-data-{export.employee_id}-{export.id}.{kind}"
+    return Response(
+        body, mimetype=mimetype, headers={"Content-Disposition": f"attachment; filename={name}"}
+    )
+
+
+def export_status_of(export: DataExport) -> dict[str, Any]:
+    employee = db.session.get_one(Employee, export.employee_id)
+    job_over = exports.job_over(db.session, export)
+    return {
+        "export": export,
+        "employee": employee,
+        "job_over": job_over,
+        "done": export.state not in exports.UNDER_WAY or job_over is not None,
+        "mine": export.requested_by == current_user.id,
+        "expired": exports.expired(db.session, export),
+    }
 
 
 @bp.get("/people/imports/")

@@ -1,9 +1,14 @@
-"""Privacy (LGPD): HR's reading of a person's data in the audit log, and erasure.
+"""Privacy (LGPD): HR's reading of a person's data in the audit log, erasure, and exports.
 
 - ``audit_log``: the actions gain ``employee.view`` (an HR user opened an employee's record,
-  with the comments of the reviews they wrote and received) and ``employee.erase`` (an HR admin
-  erased a person who left), and the targets ``employee`` (target_id: the employee's id). The
-  constraints are rewritten whole: every action and target so far, plus these.
+  with the comments of the reviews they wrote and received), ``employee.erase`` (an HR admin
+  erased a person who left), ``employee.export`` and ``employee.export_download`` (an HR admin
+  asked for everything about a person, and downloaded it), and the targets ``employee``
+  (target_id: the employee's id). The constraints are rewritten whole: every action and target
+  so far, plus these.
+- ``data_exports``: one request for everything about a person: the job's state and progress
+  (sections), the unguessable token of its download link, when the link expires, and the
+  built JSON document and HTML page.
   ``audit_log.user_id`` may be NULL: an erased person's account is deleted, and the entries of
   what they did stay, by "an erased account".
 - ``reviews.reviewer_id`` and ``reviewee_id`` may be NULL: an erased person's ratings stay, so
@@ -16,6 +21,7 @@ Create Date: 2026-12-01
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision = "0016_privacy"
 down_revision = "0011_login_throttle"
@@ -33,7 +39,14 @@ ACTIONS = (
     "employees.import",
 )
 TARGETS = ("job", "failure_group", "queue", "worker", "employee_import")
-NEW_ACTIONS = ("employee.view", "employee.erase")
+NEW_ACTIONS = (
+    "employee.view",
+    "employee.erase",
+    "employee.export",
+    "employee.export_download",
+)
+EXPORT_STATES = ("queued", "running", "finished", "failed")
+TIMESTAMPTZ = sa.DateTime(timezone=True)
 NEW_TARGETS = ("employee",)
 
 
@@ -46,9 +59,54 @@ def upgrade() -> None:
     op.alter_column("audit_log", "user_id", nullable=True)
     op.alter_column("reviews", "reviewer_id", nullable=True)
     op.alter_column("reviews", "reviewee_id", nullable=True)
+    op.create_table(
+        "data_exports",
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
+        sa.Column("tenant_id", sa.BigInteger(), nullable=False),
+        sa.Column("employee_id", sa.BigInteger(), nullable=False),
+        sa.Column("requested_by", sa.BigInteger(), nullable=True),
+        sa.Column("created_at", TIMESTAMPTZ, server_default=sa.func.now(), nullable=False),
+        sa.Column("token", sa.Text(), nullable=False),
+        sa.Column("expires_at", TIMESTAMPTZ, nullable=False),
+        sa.Column("state", sa.Text(), server_default=sa.text("'queued'"), nullable=False),
+        sa.Column("sections_total", sa.Integer(), nullable=False),
+        sa.Column("sections_done", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("job_id", sa.BigInteger(), nullable=True),
+        sa.Column("started_at", TIMESTAMPTZ, nullable=True),
+        sa.Column("finished_at", TIMESTAMPTZ, nullable=True),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("content_json", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
+        sa.Column("content_html", sa.Text(), nullable=True),
+        sa.CheckConstraint(_one_of("state", EXPORT_STATES), name=op.f("data_exports_state_check")),
+        sa.CheckConstraint(
+            "sections_done BETWEEN 0 AND sections_total", name=op.f("data_exports_progress_check")
+        ),
+        sa.CheckConstraint(
+            "(state IN ('finished', 'failed')) = (finished_at IS NOT NULL)",
+            name=op.f("data_exports_finished_at_check"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "employee_id"],
+            ["employees.tenant_id", "employees.id"],
+            name=op.f("data_exports_tenant_id_employee_id_fkey"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"], ["tenants.id"], name=op.f("data_exports_tenant_id_fkey")
+        ),
+        sa.ForeignKeyConstraint(
+            ["requested_by"], ["users.id"], name=op.f("data_exports_requested_by_fkey")
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("data_exports_pkey")),
+        sa.UniqueConstraint("token", name=op.f("data_exports_token_key")),
+    )
+    op.create_index(
+        "data_exports_tenant_id_employee_id_idx", "data_exports", ["tenant_id", "employee_id"]
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("data_exports")
     op.execute("DELETE FROM reviews WHERE reviewer_id IS NULL OR reviewee_id IS NULL")
     op.alter_column("reviews", "reviewee_id", nullable=False)
     op.alter_column("reviews", "reviewer_id", nullable=False)

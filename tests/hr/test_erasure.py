@@ -11,6 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from hr.cycles import close_cycle
+from hr.export_job import collect
+from hr.exports import start_export
 from hr.imports import start_import
 from hr.reviews import submit_review
 from models import Employee, Review
@@ -124,6 +126,12 @@ def test_after_erasure_a_full_dump_holds_nothing_of_the_person_and_statistics_ho
     app: Any, conn: Conn, database_url: str
 ) -> None:
     world = build(app, conn)
+    with seeding(app) as session:  # an export of their data, built
+        export = start_export(session, session.get_one(Employee, world["person_id"]), None)
+    with psycopg.connect(database_url) as connection:
+        document = collect(connection, world["tenant_id"], world["person_id"])
+        connection.execute("UPDATE data_exports SET content_json = %s WHERE id = %s",
+                           (psycopg.types.json.Jsonb(document), export.id))  # fmt: skip
     before = dump(database_url)
     assert NAME in before and EMAIL in before and LOGIN in before  # the dump can see them
     assert world["comments"] and all(comment in before for comment in world["comments"])
@@ -141,6 +149,7 @@ def test_after_erasure_a_full_dump_holds_nothing_of_the_person_and_statistics_ho
     closed_after, *_ = conn.execute(STATISTICS).fetchall()
     assert closed_after == closed_before  # the closed cycle: participants, counts, ratings
     assert scalar(conn, "SELECT count(*) FROM users WHERE id = %s", world["account_id"]) == 0
+    assert scalar(conn, "SELECT count(*) FROM data_exports") == 0
     assert scalar(conn, "SELECT count(*) FROM login_throttle WHERE scope = 'account'") == 0
     person = conn.execute(
         "SELECT name, email, department FROM employees WHERE id = %s", (world["person_id"],)

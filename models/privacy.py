@@ -1,0 +1,71 @@
+"""Data requests: a person's data exported on request (LGPD art. 18, II and V)."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models import db
+from models.people import one_of
+
+
+class ExportState(StrEnum):
+    """queued -> running -> finished | failed, as an employee import."""
+
+    QUEUED = "queued"
+    RUNNING = "running"  # the job reads section after section
+    FINISHED = "finished"  # the files are stored; the link works until expires_at
+    FAILED = "failed"
+
+
+class DataExport(db.Model):
+    """Everything about one employee, built by a job (hr/export_job.py), downloaded through an
+    unguessable link by the HR admin who asked, until it expires."""
+
+    __tablename__ = "data_exports"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "employee_id"],
+            ["employees.tenant_id", "employees.id"],
+            ondelete="CASCADE",
+        ),
+        CheckConstraint(one_of("state", ExportState), name="state"),
+        CheckConstraint("sections_done BETWEEN 0 AND sections_total", name="progress"),
+        CheckConstraint(
+            "(state IN ('finished', 'failed')) = (finished_at IS NOT NULL)", name="finished_at"
+        ),
+        Index(None, "tenant_id", "employee_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
+    employee_id: Mapped[int] = mapped_column(BigInteger)
+    # The HR admin who asked; None: asked from the command line.
+    requested_by: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    # The download link's secret (256 random bits); only the requester's session may use it.
+    token: Mapped[str] = mapped_column(Text, unique=True)
+    expires_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(Text, server_default=text("'queued'"))
+    sections_total: Mapped[int] = mapped_column(Integer)
+    sections_done: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    job_id: Mapped[int | None] = mapped_column(BigInteger)  # no foreign key: jobs are pruned
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    content_json: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    content_html: Mapped[str | None] = mapped_column(Text)
