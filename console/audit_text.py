@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from flask_babel import gettext as _
+
 from console.formatting import count, plural, utc
 from models.audit import AuditAction, AuditEntry, AuditTarget
 
@@ -45,16 +47,20 @@ def describe(
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
     if action == AuditAction.EMPLOYEE_VIEW:
-        return f"Opened employee #{target_id}'s record, their reviews' comments included."
-    if action == AuditAction.EMPLOYEE_ERASE:
-        return f"Erased employee #{target_id}: now {details.get('pseudonym', 'a pseudonym')}."
-    if action == AuditAction.EMPLOYEE_EXPORT:
-        return (
-            f"Asked for everything about employee #{target_id} (export {details.get('export_id')})."
+        return _(
+            "Opened employee #%(id)s's record, their reviews' comments included.", id=target_id
         )
+    if action == AuditAction.EMPLOYEE_ERASE:
+        pseudonym = details.get("pseudonym", "")
+        return _("Erased employee #%(id)s: now %(pseudonym)s.", id=target_id, pseudonym=pseudonym)
+    if action == AuditAction.EMPLOYEE_EXPORT:
+        export = details.get("export_id", "")
+        return _("Asked for everything about employee #%(id)s (export %(export)s).",
+                 id=target_id, export=export)  # fmt: skip
     if action == AuditAction.EMPLOYEE_EXPORT_DOWNLOAD:
-        kind = str(details.get("format", "")).upper()
-        return f"Downloaded export {details.get('export_id')} of employee #{target_id} ({kind})."
+        export, kind = details.get("export_id", ""), str(details.get("format", "")).upper()
+        return _("Downloaded export %(export)s of employee #%(id)s (%(kind)s).",
+                 export=export, id=target_id, kind=kind)  # fmt: skip
     return f"{action} on {target_type} {target_id}."
 
 

@@ -24,6 +24,7 @@ an activation that would make them take part waits, or wins first and the erasur
 from dataclasses import dataclass
 from typing import Any
 
+from flask_babel import gettext as _
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
@@ -121,15 +122,17 @@ def blocking_cycles(session: Session, employee: Employee) -> list[tuple[int, str
 def refusal(session: Session, employee: Employee, actor: User) -> str | None:
     """Why this person cannot be erased now (a sentence), or None."""
     if is_erased(employee):
-        return f"{employee.name} was erased already."
+        return _("%(name)s was erased already.", name=employee.name)
     if actor.employee_id == employee.id:
-        return "You cannot erase yourself: ask another HR admin."
+        return _("You cannot erase yourself: ask another HR admin.")
     cycles = blocking_cycles(session, employee)
     if cycles:
-        names = ", ".join(f"“{name}”" for _, name in cycles)
-        return (
-            f"{employee.name} takes part in the active cycle {names}: their reviews are open."
-            " Erase them once the cycle is closed."
+        names = ", ".join(f"“{name}”" for _id, name in cycles)
+        return _(
+            "%(name)s takes part in the active cycle %(cycles)s: their reviews are open."
+            " Erase them once the cycle is closed.",
+            name=employee.name,
+            cycles=names,
         )
     return None
 

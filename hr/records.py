@@ -27,7 +27,9 @@ class ReviewLine:
     cycle_status: str
     kind: str
     status: str
-    other: str  # the reviewer (of a review received) or the reviewee (of one written)
+    other: (
+        str | None
+    )  # the reviewer (of one received) or the reviewee (of one written); None: erased
     rating: int | None
     comments: str
     submitted_at: datetime | None
@@ -45,7 +47,7 @@ class EmployeeRecord:
 @dataclass(frozen=True, slots=True)
 class Access:
     at: datetime
-    who: str  # the account's name and e-mail, or "an erased account"
+    who: str | None  # the account's name and e-mail; None once the account was erased
     role: str | None
     action: str
 
@@ -97,7 +99,7 @@ def _reviews(
         .where(Review.tenant_id == employee.tenant_id, mine == employee.id)
         .order_by(ReviewCycle.period_start.desc(), Review.id)
     )
-    return [ReviewLine(*row[:6], row[6] or "(erased)", *row[7:]) for row in rows]
+    return [ReviewLine(*row) for row in rows]
 
 
 def access_log(session: Session, employee: Employee) -> list[Access]:
@@ -114,7 +116,7 @@ def access_log(session: Session, employee: Employee) -> list[Access]:
         .limit(ACCESS_SHOWN)
     )
     return [
-        Access(at, f"{name} <{email}>" if name is not None else "an erased account", role, action)
+        Access(at, f"{name} <{email}>" if name is not None else None, role, action)
         for at, name, email, role, action in rows
     ]
 

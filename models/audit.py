@@ -28,6 +28,7 @@ class AuditAction(StrEnum):
     EMPLOYEE_ERASE = "employee.erase"  # an HR admin erased a person who left (no data kept)
     EMPLOYEE_EXPORT = "employee.export"  # an HR admin asked for everything about a person
     EMPLOYEE_EXPORT_DOWNLOAD = "employee.export_download"  # and downloaded it (details: format)
+    RETENTION_POLICY = "retention.policy"  # an HR admin set how long personal data is kept
 
 
 class AuditTarget(StrEnum):
@@ -37,6 +38,7 @@ class AuditTarget(StrEnum):
     WORKER = "worker"  # target_id: the workers row's id, or "all"
     EMPLOYEE_IMPORT = "employee_import"  # target_id: the employee_imports row's id
     EMPLOYEE = "employee"  # target_id: the employees row's id
+    TENANT = "tenant"  # target_id: the tenant's id
 
 
 class AuditEntry(db.Model):

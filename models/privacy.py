@@ -1,4 +1,5 @@
-"""Data requests: a person's data exported on request (LGPD art. 18, II and V)."""
+"""Data requests (a person's data exported on request, LGPD art. 18, II and V) and retention
+(each tenant's policy, and what each run removed)."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -69,3 +70,35 @@ class DataExport(db.Model):
     error: Mapped[str | None] = mapped_column(Text)
     content_json: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     content_html: Mapped[str | None] = mapped_column(Text)
+
+
+class PrivacySettings(db.Model):
+    """A tenant's retention policy (hr/retention.py); NULL keeps the data for good."""
+
+    __tablename__ = "privacy_settings"
+    __table_args__ = (
+        CheckConstraint("comment_years BETWEEN 1 AND 100", name="comment_years"),
+        CheckConstraint("audit_detail_years BETWEEN 1 AND 100", name="audit_detail_years"),
+    )
+
+    tenant_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    comment_years: Mapped[int | None] = mapped_column(Integer)  # from the cycle's closing
+    audit_detail_years: Mapped[int | None] = mapped_column(Integer)  # from the entry
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class RetentionRun(db.Model):
+    """What one run of the retention job removed from one tenant (counts only)."""
+
+    __tablename__ = "retention_runs"
+    __table_args__ = (Index(None, "tenant_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"))
+    ran_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    as_of: Mapped[datetime]  # the database's time, moved by PAUTA_RETENTION_CLOCK_SHIFT
+    comments_removed: Mapped[int] = mapped_column(Integer)
+    audit_details_removed: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[int | None] = mapped_column(BigInteger)  # no foreign key: jobs are pruned

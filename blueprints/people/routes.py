@@ -13,15 +13,16 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints.auth.access import role_required
 from blueprints.confirmation import Confirmation, ask, confirmed
 from blueprints.inputs import accepts_files
-from blueprints.people.forms import EmployeeImportForm
+from blueprints.people.forms import EmployeeImportForm, RetentionForm
 from blueprints.scoping import get_or_404, scoped
-from hr import erasure, exports, imports, records
+from hr import erasure, exports, imports, records, retention_settings
 from hr.employee_csv import MAX_BYTES
 from hr.errors import DomainError, StateConflict
 from models import DataExport, Employee, EmployeeImport, db
@@ -106,8 +107,13 @@ def employee_erase(employee_id: int) -> ResponseReturnValue:
         return redirect(back, 303)
     db.session.commit()
     flash(
-        f"Erased: the record is now “{done.pseudonym}”; {done.comments_removed} comments removed,"
-        f" {done.accounts_deleted} accounts deleted.",
+        _(
+            "Erased: the record is now “%(pseudonym)s”; comments removed: %(comments)d;"
+            " accounts deleted: %(accounts)d.",
+            pseudonym=done.pseudonym,
+            comments=done.comments_removed,
+            accounts=done.accounts_deleted,
+        ),
         "success",
     )
     return redirect(url_for("people.employee_list"), 303)
@@ -115,11 +121,13 @@ def employee_erase(employee_id: int) -> ResponseReturnValue:
 
 def erase_confirmation(employee: Employee) -> Confirmation:
     return Confirmation(
-        f"Erase {employee.name}?",
-        "Their name and address become a pseudonym, the comments of every review they wrote or"
-        " received are deleted, their account is deleted and their data is scrubbed from jobs"
-        " and the audit log. Ratings stay, unlinked. It cannot be undone.",
-        "Erase for good",
+        _("Erase %(name)s?", name=employee.name),
+        _(
+            "Their name and address become a pseudonym, the comments of every review they wrote"
+            " or received are deleted, their account is deleted and their data is scrubbed from"
+            " jobs and the audit log. Ratings stay, unlinked. It cannot be undone."
+        ),
+        _("Erase for good"),
     )
 
 
@@ -180,6 +188,32 @@ def export_status_of(export: DataExport) -> dict[str, Any]:
         "mine": export.requested_by == current_user.id,
         "expired": exports.expired(db.session, export),
     }
+
+
+@bp.get("/people/retention")
+@role_required(Role.HR_ADMIN)
+def retention() -> ResponseReturnValue:
+    """The tenant's retention policy, and what its last runs removed."""
+    policy = retention_settings.policy_of(db.session, current_user.tenant_id)
+    return render_retention(RetentionForm(obj=policy))
+
+
+@bp.post("/people/retention")
+@role_required(Role.HR_ADMIN)
+def retention_save() -> ResponseReturnValue:
+    form = RetentionForm()
+    if not form.validate_on_submit():
+        return render_retention(form)
+    policy = retention_settings.Policy(form.comment_years.data, form.audit_detail_years.data)
+    retention_settings.save_policy(db.session, current_user, current_user.tenant_id, policy)
+    db.session.commit()
+    flash(_("Retention policy saved: the maintenance applies it once a day."), "success")
+    return redirect(url_for("people.retention"), 303)
+
+
+def render_retention(form: RetentionForm) -> str:
+    runs = retention_settings.recent_runs(db.session, current_user.tenant_id)
+    return render_template("people/retention.html", form=form, runs=runs)
 
 
 @bp.get("/people/imports/")

@@ -9,13 +9,20 @@
 - ``data_exports``: one request for everything about a person: the job's state and progress
   (sections), the unguessable token of its download link, when the link expires, and the
   built JSON document and HTML page.
+- ``schedules`` (engine): jobs the maintenance leader enqueues every ``every``, when
+  ``next_run_at`` has come (the retention job's row is added when a tenant first sets a
+  policy).
+- ``privacy_settings``: each tenant's retention policy (years review comments of closed cycles
+  and audit entries' details are kept; NULL: for good); ``retention_runs``: what each run of
+  the retention job removed, per tenant (counts only). The audit log gains the action
+  ``retention.policy`` and the target ``tenant``.
   ``audit_log.user_id`` may be NULL: an erased person's account is deleted, and the entries of
   what they did stay, by "an erased account".
 - ``reviews.reviewer_id`` and ``reviewee_id`` may be NULL: an erased person's ratings stay, so
   that closed cycles' statistics still add up, but no longer point at anyone.
 
 Revision ID: 0016_privacy
-Revises: 0011_login_throttle
+Revises: 0015_locale
 Create Date: 2026-12-01
 """
 
@@ -24,7 +31,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0016_privacy"
-down_revision = "0011_login_throttle"
+down_revision = "0015_locale"
 branch_labels = None
 depends_on = None
 
@@ -44,10 +51,11 @@ NEW_ACTIONS = (
     "employee.erase",
     "employee.export",
     "employee.export_download",
+    "retention.policy",
 )
 EXPORT_STATES = ("queued", "running", "finished", "failed")
 TIMESTAMPTZ = sa.DateTime(timezone=True)
-NEW_TARGETS = ("employee",)
+NEW_TARGETS = ("employee", "tenant")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -103,9 +111,65 @@ def upgrade() -> None:
     op.create_index(
         "data_exports_tenant_id_employee_id_idx", "data_exports", ["tenant_id", "employee_id"]
     )
+    op.create_table(
+        "schedules",
+        sa.Column("name", sa.Text(), nullable=False),
+        sa.Column("queue", sa.Text(), nullable=False),
+        sa.Column("tenant_id", sa.BigInteger(), nullable=False),
+        sa.Column("every", postgresql.INTERVAL(), nullable=False),
+        sa.Column("next_run_at", TIMESTAMPTZ, server_default=sa.func.now(), nullable=False),
+        sa.Column("last_job_id", sa.BigInteger(), nullable=True),
+        sa.CheckConstraint("every >= interval '1 second'", name=op.f("schedules_every_check")),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"], ["tenants.id"], name=op.f("schedules_tenant_id_fkey"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("name", name=op.f("schedules_pkey")),
+    )
+    op.create_table(
+        "privacy_settings",
+        sa.Column("tenant_id", sa.BigInteger(), nullable=False),
+        sa.Column("comment_years", sa.Integer(), nullable=True),
+        sa.Column("audit_detail_years", sa.Integer(), nullable=True),
+        sa.Column("updated_at", TIMESTAMPTZ, server_default=sa.func.now(), nullable=False),
+        sa.CheckConstraint(
+            "comment_years BETWEEN 1 AND 100", name=op.f("privacy_settings_comment_years_check")
+        ),
+        sa.CheckConstraint(
+            "audit_detail_years BETWEEN 1 AND 100",
+            name=op.f("privacy_settings_audit_detail_years_check"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"],
+            ["tenants.id"],
+            name=op.f("privacy_settings_tenant_id_fkey"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("tenant_id", name=op.f("privacy_settings_pkey")),
+    )
+    op.create_table(
+        "retention_runs",
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
+        sa.Column("tenant_id", sa.BigInteger(), nullable=False),
+        sa.Column("ran_at", TIMESTAMPTZ, server_default=sa.func.now(), nullable=False),
+        sa.Column("as_of", TIMESTAMPTZ, nullable=False),
+        sa.Column("comments_removed", sa.Integer(), nullable=False),
+        sa.Column("audit_details_removed", sa.Integer(), nullable=False),
+        sa.Column("job_id", sa.BigInteger(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["tenant_id"],
+            ["tenants.id"],
+            name=op.f("retention_runs_tenant_id_fkey"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("retention_runs_pkey")),
+    )
+    op.create_index("retention_runs_tenant_id_id_idx", "retention_runs", ["tenant_id", "id"])
 
 
 def downgrade() -> None:
+    op.drop_table("retention_runs")
+    op.drop_table("privacy_settings")
+    op.drop_table("schedules")
     op.drop_table("data_exports")
     op.execute("DELETE FROM reviews WHERE reviewer_id IS NULL OR reviewee_id IS NULL")
     op.alter_column("reviews", "reviewee_id", nullable=False)

@@ -88,14 +88,13 @@ def test_a_new_column_or_a_new_table_pointing_at_people_is_caught(conn: Conn) ->
 
 def test_every_hr_task_takes_integer_ids_only() -> None:
     """A task's payload is its keyword arguments: an HR task whose signature takes a name, an
-    address or a comment would put it into jobs.payload."""
+    address or a comment would put it into jobs.payload. (A task may take nothing at all.)"""
     tasks = [task for task in registry if task.name.startswith("hr.")]
     assert {task.name for task in tasks} >= {hr.tasks.NOTIFY_REVIEWER, hr.tasks.IMPORT_EMPLOYEES}
     for task in tasks:
         parameters = list(inspect.signature(task.function).parameters.values())
         if task.pass_context:
             parameters = parameters[1:]
-        assert parameters, task.name
         for parameter in parameters:
             assert parameter.name.endswith("_id"), (task.name, parameter.name)
             assert parameter.annotation in (int, "int"), (task.name, parameter.name)
