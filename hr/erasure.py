@@ -12,9 +12,9 @@ Refused while the person takes part in an active cycle (their reviews are open).
    still hold;
 4. their user accounts are deleted; what those accounts did stays in the audit log, by "an
    erased account" (``user_id`` NULL), as do the cycles they activated and the imports they ran;
-5. their name and address are replaced by ``[erased]`` in the tenant's job errors, attempt
-   errors and tracebacks, and audit details; in the stored import files and their reports they
-   are replaced by the pseudonym; their log-in throttle counter is deleted;
+5. their name and addresses are replaced by ``[erased]`` in the tenant's job errors, attempt
+   errors and tracebacks, audit details, stored import files and import reports; their log-in
+   throttle counter is deleted;
 6. the audit log records the erasure: who did it, when, and the pseudonym, without the data.
 
 Everything runs under locks taken in one order (the person's row, then their cycles by id), so
@@ -46,7 +46,8 @@ WHERE c.tenant_id = :tenant_id AND c.status IN ('draft', 'active') AND (
 ORDER BY c.id
 FOR UPDATE OF c
 """
-FORGET_DRAFTS = [
+# What was only under way: their exports, and their part in draft cycles.
+FORGET_PENDING = [
     "DELETE FROM data_exports WHERE tenant_id = :tenant_id AND employee_id = :id",
     "DELETE FROM reviews r USING review_cycles c WHERE c.id = r.cycle_id AND c.status = 'draft'"
     " AND r.tenant_id = :tenant_id AND (r.reviewer_id = :id OR r.reviewee_id = :id)",
@@ -74,8 +75,8 @@ FORGET_ACCOUNT = [
     "DELETE FROM users WHERE id = ANY(:users)",
 ]
 THROTTLE = "DELETE FROM login_throttle WHERE scope = 'account' AND key = ANY(:keys)"
-# The texts that may quote a person: {scrubbed} stands for the column with every term replaced
-# by [erased], {mentions} for "the column holds one of the terms".
+# The texts that may quote a person: {column} stands for the column with every term replaced by
+# [erased], {column_mentions} for "the column holds one of the terms" (see _scrubbing).
 SCRUB = [
     "UPDATE jobs SET last_error = {last_error}"
     " WHERE tenant_id = :tenant_id AND ({last_error_mentions})",
@@ -161,7 +162,7 @@ def erase_employee(session: Session, actor: User, employee_id: int, tenant_id: i
         [old_name, *(account.name for account in accounts)],
     )
 
-    for statement in FORGET_DRAFTS:
+    for statement in FORGET_PENDING:
         session.execute(text(statement), key)
     comments = session.execute(text(EMPTY_COMMENTS), key).rowcount  # type: ignore[attr-defined]
     unlinked = sum(
