@@ -21,6 +21,7 @@ from blueprints.health import bp as health_bp
 from blueprints.metrics import bp as metrics_bp
 from blueprints.people import bp as people_bp
 from blueprints.queues import bp as queues_bp
+from blueprints.workflows import bp as workflows_bp
 from commands.employees import employees_cli
 from commands.jobs import jobs_cli
 from commands.seed import seed_demo_command
@@ -84,6 +85,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(auth_bp)
     app.register_blueprint(cycles_bp)
     app.register_blueprint(people_bp)
+    app.register_blueprint(workflows_bp)
     app.cli.add_command(jobs_cli)
     app.cli.add_command(users_cli)
     app.cli.add_command(employees_cli)

@@ -30,6 +30,7 @@ from jobqueue.settings import WorkerSettings, argument_parser, load_settings
 from jobqueue.supervisor import (
     EXIT_CONFIG,
     EXIT_OK,
+    EXIT_RECYCLE,
     EXIT_SOFTWARE,
     EXIT_UNAVAILABLE,
     ChildCommand,
@@ -123,6 +124,9 @@ def run_runner(settings: WorkerSettings, parent_id: int | None, parent: int | No
             break
         if runner.drain_requested.is_set():
             break
+        if runner.recycle.is_set():
+            log.warning("threads given up to timed-out tasks; draining to be replaced")
+            break
         if parent is not None and os.getppid() != parent:
             log.warning("the supervisor is gone; draining")
             break
@@ -146,7 +150,9 @@ def run_runner(settings: WorkerSettings, parent_id: int | None, parent: int | No
             continue
         log.info("received %s again: stopping now", signal.Signals(again).name)
         runner.hurry.set()
-    return EXIT_SOFTWARE if runner.crashed.is_set() else EXIT_OK
+    if runner.crashed.is_set():
+        return EXIT_SOFTWARE
+    return EXIT_RECYCLE if runner.recycle.is_set() else EXIT_OK
 
 
 def die_with_parent() -> None:

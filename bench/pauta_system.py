@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -96,14 +97,17 @@ class Peer(PeerBase):
         return int(row[0]) if row else 0
 
 
-def run_runner() -> None:
-    """The runner subprocess: Pauta's Runner on queue `default`, stopped by SIGTERM."""
+def run_runner(**settings: Any) -> None:
+    """The runner subprocess: Pauta's Runner on queue `default`, stopped by SIGTERM; ``settings``
+    override the defaults (bench.pauta_control's variants)."""
     global _recorder
     args = parse_runner_args()
     _recorder = args.recorder
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the runner's threads inherit it
     telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
-    runner = Runner(WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}))
+    runner = Runner(
+        WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}, **settings)
+    )
     runner.start()
     signal.sigwait({signal.SIGTERM})
     runner.stop()

@@ -25,6 +25,8 @@ from devtools.database import database_url
 SYSTEMS = {
     "pauta": "bench.pauta_system",
     "pauta-supervisor": "bench.pauta_supervised",
+    "pauta-fifo": "bench.pauta_fifo",
+    "pauta-limited": "bench.pauta_limited",
     "pgqueuer": "bench.peers.pgqueuer_peer",
     "procrastinate": "bench.peers.procrastinate_peer",
     "awa": "bench.peers.awa_peer",
@@ -54,7 +56,7 @@ class Target:
     absolute: float | None = None  # an extra ceiling, e.g. p99 under 5 ms
 
 
-OURS = ("pauta", "pauta-supervisor")
+OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
 
 TARGETS = [
     Target("drain c=1", "jobs_per_s", True, 2.0),
@@ -163,7 +165,30 @@ def run(server_url: str, names: list[str], sizes: Sizes) -> int:
         emit(compare(target, results, [name for name in names if name not in OURS]))
     for metric in ("drain c=1", "drain c=10"):
         emit(supervisor_overhead(metric, results))
+        for variant in ("pauta", "pauta-limited"):
+            emit(control_overhead(metric, variant, results))
     return 0
+
+
+def control_overhead(
+    metric: str, variant: str, results: dict[tuple[str, str], dict[str, Any]]
+) -> dict[str, Any]:
+    """Fair shares (pauta, the default) and a rate limit far above the drain (pauta-limited)
+    against the plain claim (pauta-fifo), measured in the same run: >= 90%."""
+    record: dict[str, Any] = {"target": f"{variant} {metric}", "field": "jobs_per_s"}
+    plain = results.get(("pauta-fifo", metric), {}).get("jobs_per_s")
+    measured = results.get((variant, metric), {}).get("jobs_per_s")
+    if not plain or not measured:
+        return {**record, "verdict": "not measured"}
+    ratio = measured / plain
+    return {
+        **record,
+        variant: measured,
+        "pauta-fifo": plain,
+        "ratio": round(ratio, 2),
+        "goal": ">= 0.9x the plain claim",
+        "met": ratio >= 0.9,
+    }
 
 
 def supervisor_overhead(

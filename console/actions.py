@@ -4,12 +4,13 @@ its record are one transaction. Each returns the sentence to show the operator, 
 ``ActionRefused`` (nothing changed, and nothing recorded) or ``NotFound``.
 """
 
+from flask_babel import gettext as _
 from sqlalchemy.orm import Session
 
 from console import failures
 from console.audit import record, record_jobs
 from console.errors import ActionRefused, NotFound
-from console.formatting import plural
+from console.formatting import plural, rate_text
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
 from jobqueue.enqueue import psycopg_connection
 from jobqueue.inspect import JobInspector, Row
@@ -63,12 +64,25 @@ def requeue_job(session: Session, actor: User, job_id: int) -> str:
 def cancel_job(session: Session, actor: User, job_id: int) -> str:
     store = _store(session)
     job = _job(store, job_id)
-    if not store.cancel(job_id):
+    state = store.cancel(job_id)
+    if state is None:
         raise ActionRefused(
-            f"Job {job_id} is {job['state']}; only waiting or scheduled jobs can be cancelled."
+            _(
+                "Job %(job)s is %(state)s; only waiting, scheduled or running jobs can be "
+                "cancelled.",
+                job=job_id,
+                state=job["state"],
+            )
         )
+    details = {"task": job["task"], "was": job["state"]}
     record(session, actor, AuditAction.JOB_CANCEL, AuditTarget.JOB, job_id,
-           tenant_id=job["tenant_id"], details={"task": job["task"]})  # fmt: skip
+           tenant_id=job["tenant_id"], details=details)  # fmt: skip
+    if state == JobState.RUNNING:
+        return _(
+            "Job %(job)s was asked to stop: its worker learns of it at its next heartbeat. "
+            "It ends cancelled when its task checks, else at its timeout; it is not retried.",
+            job=job_id,
+        )
     return f"Job {job_id} cancelled; it will not run."
 
 
@@ -142,6 +156,31 @@ def _failures(session: Session, fingerprint: str, max_id: int, ids: list[int] | 
 
 
 # -- queues and workers ------------------------------------------------------------------------
+
+
+PERIODS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
+
+
+def set_rate_limit(
+    session: Session, actor: User, queue: str, limit: int | None, period: str
+) -> str:
+    """Set (or clear, with None) a queue's rate limit: every worker's next claim obeys it."""
+    _queue(session, queue)
+    seconds = PERIODS[period]
+    _store(session).set_rate_limit(queue, limit, seconds, actor.email if limit else None)
+    details = {"limit": limit, "period_seconds": seconds}
+    record(session, actor, AuditAction.QUEUE_RATE_LIMIT, AuditTarget.QUEUE, queue,
+           details=details)  # fmt: skip
+    if limit is None:
+        return _(
+            "Queue %(queue)s has no rate limit now (pauta.toml's applies from the next start).",
+            queue=queue,
+        )
+    return _(
+        "Queue %(queue)s now starts at most %(rate)s, from the next claim.",
+        queue=queue,
+        rate=rate_text(limit, seconds),
+    )
 
 
 def pause_queue(session: Session, actor: User, queue: str) -> str:

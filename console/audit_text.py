@@ -8,7 +8,7 @@ from typing import Any
 
 from flask_babel import gettext as _
 
-from console.formatting import count, plural, utc
+from console.formatting import count, plural, rate_text, utc
 from models.audit import AuditAction, AuditEntry, AuditTarget
 
 IDS_SHOWN = 20  # job or worker ids written out; the rest are counted
@@ -31,6 +31,8 @@ def describe(
         more = f" with {plural(budget, 'more attempt')}" if budget else ""
         return f"Requeued {was}job #{target_id}{of_task}{more}."
     if action == AuditAction.JOB_CANCEL:
+        if details.get("was") == "running":
+            return _("Asked running job #%(job)s%(task)s to stop.", job=target_id, task=of_task)
         return f"Cancelled job #{target_id}{of_task}: it will not run."
     if action == AuditAction.JOB_RUN_NOW:
         due = details.get("was_due")
@@ -44,6 +46,15 @@ def describe(
         return f"Paused queue {target_id}: workers claim none of its jobs until it is resumed."
     if action == AuditAction.QUEUE_RESUME:
         return f"Resumed queue {target_id}."
+    if action == AuditAction.QUEUE_RATE_LIMIT:
+        limit, seconds = details.get("limit"), details.get("period_seconds") or 1.0
+        if not limit:
+            return _("Removed the rate limit of queue %(queue)s.", queue=target_id)
+        return _(
+            "Set the rate limit of queue %(queue)s: %(rate)s.",
+            queue=target_id,
+            rate=rate_text(limit, seconds),
+        )
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
     if action == AuditAction.EMPLOYEE_VIEW:
@@ -61,6 +72,14 @@ def describe(
         export, kind = details.get("export_id", ""), str(details.get("format", "")).upper()
         return _("Downloaded export %(export)s of employee #%(id)s (%(kind)s).",
                  export=export, id=target_id, kind=kind)  # fmt: skip
+    if action == AuditAction.WORKFLOW_EVENT:
+        return f"Sent event “{details.get('key')}” to workflow execution #{target_id}."
+    if action == AuditAction.WORKFLOW_CANCEL:
+        return f"Cancelled workflow execution #{target_id} (it was {details.get('was')})."
+    if action == AuditAction.WORKFLOW_RESUME:
+        step = details.get("step")
+        from_step = f" from its failed step “{step}”" if step else ""
+        return f"Resumed failed workflow execution #{target_id}{from_step}."
     return f"{action} on {target_type} {target_id}."
 
 

@@ -8,7 +8,9 @@ and no admin who paused the queue (see console.redaction).
 
 from dataclasses import dataclass
 
-from console.formatting import relative, utc
+from flask_babel import gettext as _
+
+from console.formatting import rate_text, relative, utc
 from jobqueue.inspect import Row
 from jobqueue.states import JobState
 
@@ -25,12 +27,17 @@ def explain(job: Row, operator: bool = True) -> Explanation:
     if state == JobState.AVAILABLE:
         return _waiting(job, operator)
     if state == JobState.RUNNING:
-        return Explanation("running", _running(job, operator), ())
+        if job.get("cancel_requested_at") is not None:
+            return Explanation("running", _running(job, operator) + _cancelling(job), ())
+        return Explanation("running", _running(job, operator), ("cancel",))
     if state == JobState.SUCCEEDED:
         reason = f"succeeded at {utc(job['finished_at'])} on attempt {job['attempt']}"
         return Explanation("succeeded", reason, ())
     if state == JobState.DEAD:
         return Explanation("dead", _dead(job), ("requeue", "discard"))
+    if job.get("cancel_requested_at") is not None:
+        reason = _("cancelled at %(at)s: asked to stop while it ran", at=utc(job["finished_at"]))
+        return Explanation("cancelled", reason, ("requeue",))
     reason = f"cancelled at {utc(job['finished_at'])} by an operator"
     if job["last_error"]:
         reason += f", after attempt {job['attempt']} of {job['max_attempts']} had failed"
@@ -55,6 +62,16 @@ def _waiting(job: Row, operator: bool) -> Explanation:
         reason = f"waiting: queue paused{by} since {utc(job['queue_paused_at'])}"
     elif job["live_workers"] == 0:
         reason = "waiting: no live worker serves this queue"
+    elif job.get("queue_rate_limit") is not None:
+        rate = rate_text(job["queue_rate_limit"], job["queue_rate_period"])
+        reason = _(
+            "waiting since %(since)s (%(ago)s): rate limited: %(rate)s (the queue %(queue)s "
+            "starts at most that many jobs)",
+            since=utc(at),
+            ago=relative(at, now),
+            rate=rate,
+            queue=job["queue"],
+        )
     else:
         reason = f"waiting for a free worker since {utc(at)} ({relative(at, now)})"
     return Explanation("waiting", reason, ("cancel",))
@@ -81,6 +98,15 @@ def _running(job: Row, operator: bool) -> str:
     return (
         f"{where}: attempt {job['attempt']} of {job['max_attempts']}, "
         f"claimed {relative(job['started_at'], now)}, lease until {utc(lease, with_date=False)}"
+    )
+
+
+def _cancelling(job: Row) -> str:
+    asked = job["cancel_requested_at"]
+    return _(
+        "; cancel requested %(ago)s: it stops when its task next checks, or at its timeout, "
+        "and is not retried",
+        ago=relative(asked, job["now"]),
     )
 
 

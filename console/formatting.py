@@ -58,3 +58,12 @@ def relative(moment: datetime, now: datetime) -> str:
     if abs(delta) < 1:
         return "now"
     return f"in {seconds(delta)}" if delta > 0 else f"{seconds(-delta)} ago"
+
+
+PERIOD_NAMES = {1.0: "second", 60.0: "minute", 3600.0: "hour"}
+
+
+def rate_text(limit: int, period_seconds: float) -> str:
+    """``20 per second``, ``100 per minute``, ``3 per 90 s``."""
+    per = PERIOD_NAMES.get(period_seconds)
+    return f"{limit} per {per}" if per else f"{limit} per {period_seconds:g} s"

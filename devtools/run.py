@@ -21,7 +21,7 @@ from devtools.database import ROOT, database_url
 VAR = Path(os.environ.get("PAUTA_VAR_DIR", ROOT / "var")).resolve()
 BIN = Path(sys.executable).parent
 PORT = int(os.environ.get("PORT", "8000"))
-QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2")
+QUEUES = os.environ.get("PAUTA_QUEUES", "default=4,notifications=2,workflows=2")
 TASKS = os.environ.get("PAUTA_TASK_MODULES", "hr.tasks")
 SMTP_SINK_PORT = int(os.environ.get("PAUTA_SMTP_SINK_PORT", "8025"))
 MAILDIR = VAR / "mail"

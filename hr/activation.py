@@ -8,6 +8,8 @@ In the caller's transaction, in this order:
 3. Open every review of the cycle.
 4. Enqueue one ``hr.notify_reviewer`` job per distinct reviewer on the ``notifications`` queue,
    with the same session, so the jobs are rows of this very transaction (the outbox).
+5. Start the cycle's ``review_cycle_lifecycle`` workflow (hr/lifecycle.py), in the same
+   transaction: reminders, the due date, calibration, closing and the report.
 
 The caller commits. Until it does, workers see nothing; if anything fails first, the rollback
 takes the state change and the jobs with it. The partial unique index
@@ -22,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from hr.cycles import lock_cycle, require_status
 from hr.errors import InvalidInput
+from hr.lifecycle import start_lifecycle
 from hr.tasks import NOTIFY_REVIEWER
 from jobqueue import JobRequest, enqueue_many
 from models import Review
@@ -33,6 +36,7 @@ class Activation:
     cycle_id: int
     reviews_opened: int
     notifications: list[int]  # job ids, one per reviewer
+    lifecycle: int  # the review_cycle_lifecycle execution's id
 
 
 def activate_cycle(session: Session, tenant_id: int, cycle_id: int, actor_id: int) -> Activation:
@@ -67,4 +71,9 @@ def activate_cycle(session: Session, tenant_id: int, cycle_id: int, actor_id: in
             for reviewer_id in reviewers
         ],
     )
-    return Activation(cycle_id, opened, jobs)
+    session.flush()
+    today = session.scalar(select(func.current_date()))
+    lifecycle = start_lifecycle(
+        session, tenant_id, cycle_id, cycle.due_date, cycle.reminder_days, today
+    )
+    return Activation(cycle_id, opened, jobs, lifecycle)

@@ -14,8 +14,10 @@ with the error.
 import os
 from functools import cache
 
+from hr import lifecycle_mail
 from hr.export_job import fail_export, run_export
 from hr.import_job import fail_import, run_import
+from hr.lifecycle import ESCALATE_CALIBRATION, REMIND_REVIEWER
 from hr.mail import MailSettings, send
 from hr.notices import load_notice, record_start, render_notice
 from hr.retention import apply_retention as apply_policies
@@ -59,6 +61,29 @@ def notify_reviewer(ctx: JobContext, cycle_id: int, reviewer_id: int) -> None:
         )
     settings = mail_settings()
     send(render_notice(notice, settings, ctx.tenant_id), settings)
+
+
+@task(REMIND_REVIEWER, queue=NOTIFICATIONS_QUEUE, retry=MAIL_RETRY, pass_context=True)
+def remind_reviewer(ctx: JobContext, cycle_id: int, reviewer_id: int, round: int) -> None:
+    """Remind a reviewer of their open reviews (the lifecycle's reminder round ``round``)."""
+    settings = mail_settings()
+    with ctx.connection() as connection:
+        message = lifecycle_mail.reminder(
+            connection, settings, ctx.tenant_id, cycle_id, reviewer_id, round
+        )
+    if message is not None:  # all submitted since: nothing to remind of
+        send(message, settings)
+
+
+@task(ESCALATE_CALIBRATION, queue=NOTIFICATIONS_QUEUE, retry=MAIL_RETRY, pass_context=True)
+def escalate_calibration(ctx: JobContext, cycle_id: int, user_id: int, round: int) -> None:
+    """Tell an HR admin that the cycle's calibration is overdue."""
+    settings = mail_settings()
+    with ctx.connection() as connection:
+        message = lifecycle_mail.escalation(
+            connection, settings, ctx.tenant_id, cycle_id, user_id, round
+        )
+    send(message, settings)
 
 
 @task(IMPORT_EMPLOYEES, queue=IMPORTS_QUEUE, retry=IMPORT_RETRY, pass_context=True)

@@ -3,6 +3,7 @@ fenced results, leases and a dead-letter state. It knows nothing of Flask or HR.
 """
 
 from jobqueue.backoff import RetryPolicy
+from jobqueue.cancel import cancel
 from jobqueue.enqueue import JobRequest, enqueue, enqueue_many
 from jobqueue.errors import (
     EnqueueError,
@@ -33,6 +34,7 @@ __all__ = [
     "RetryPolicy",
     "TaskRegistry",
     "UnknownTask",
+    "cancel",
     "enqueue",
     "enqueue_many",
     "registry",

@@ -19,7 +19,7 @@ import psycopg
 from jobqueue import telemetry
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_DELAY_SECONDS
 from jobqueue.errors import EnqueueError, PayloadTooLarge
-from jobqueue.registry import DEFAULT_QUEUE, TaskRegistry, registry
+from jobqueue.registry import DEFAULT_QUEUE, MAX_TIMEOUT_SECONDS, TaskRegistry, registry
 from jobqueue.store import JobStore, NewJob
 from jobqueue.text import unstorable
 
@@ -48,6 +48,7 @@ class JobRequest:
     max_attempts: int | None = None
     unique_key: str | None = None
     tenant_id: int | None = None
+    timeout: float | None = None
 
 
 def enqueue(
@@ -62,6 +63,7 @@ def enqueue(
     max_attempts: int | None = None,
     unique_key: str | None = None,
     tenant_id: int | None = None,
+    timeout: float | None = None,
     tasks: TaskRegistry = registry,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> int:
@@ -74,9 +76,11 @@ def enqueue(
     - ``unique_key``: while a job with the same key and tenant is waiting or running, enqueueing
       another returns that job's id instead of inserting a second one.
     - ``tenant_id``: the owning tenant; ``None`` means the ``system`` tenant.
+    - ``timeout``: seconds each attempt may run; defaults to the task's ``timeout``, else the
+      worker's ``timeout_seconds`` setting. An attempt that overruns it ends ``timed_out``.
     """
     request = JobRequest(
-        task, payload, queue, delay, run_at, priority, max_attempts, unique_key, tenant_id
+        task, payload, queue, delay, run_at, priority, max_attempts, unique_key, tenant_id, timeout
     )
     new_job = _prepare(request, tasks)
     payload_json = _payload_json(request.task, request.payload, max_payload_bytes)
@@ -181,6 +185,16 @@ def _prepare(request: JobRequest, tasks: TaskRegistry) -> NewJob:
         delay = float(request.delay)
     if request.run_at is not None:
         _check_run_at(request.run_at)
+    timeout = request.timeout
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise EnqueueError(f"timeout must be a number of seconds, not {timeout!r}")
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # also refuses nan and inf
+            raise EnqueueError(
+                f"timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:,} seconds "
+                f"(a week), not {timeout}"
+            )
+        timeout = float(timeout)
     return NewJob(
         task=task_name,
         queue=queue,
@@ -190,6 +204,7 @@ def _prepare(request: JobRequest, tasks: TaskRegistry) -> NewJob:
         delay_seconds=delay,
         run_at=request.run_at,
         unique_key=request.unique_key,
+        timeout_seconds=timeout,
     )
 
 

@@ -35,3 +35,7 @@ class PermanentError(Exception):
 
 class InvalidPayload(PermanentError):
     """The task cannot work with the payload it was given; retrying cannot help."""
+
+
+class TimedOut(Exception):
+    """An attempt ran past its timeout (recorded, not raised: the runner cannot stop a thread)."""

@@ -3,22 +3,50 @@
 Nothing here touches the database; the runner writes the :class:`AttemptResult` it returns.
 """
 
+import math
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from jobqueue import telemetry
-from jobqueue.errors import PermanentError, UnknownTask
+from jobqueue.errors import PermanentError, TimedOut, UnknownTask
 from jobqueue.registry import TaskRegistry
 from jobqueue.store import AttemptResult, ClaimedJob
 from jobqueue.text import TextLimits, cut_end, cut_middle
 
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptControl:
+    """What the runner and a running task share about one attempt: when it started and must
+    end (the runner's watchdog reads ``expires``), and whether it was asked to stop."""
+
+    timeout: float  # seconds
+    started: float  # time.monotonic() at the start
+    deadline: datetime  # the same end, by the wall clock (UTC), for tasks and logs
+    cancel: threading.Event = field(default_factory=threading.Event)  # set by the heartbeat
+    cancel_seen: threading.Event = field(default_factory=threading.Event)  # the task saw it
+
+    @classmethod
+    def start(cls, timeout: float) -> "AttemptControl":
+        return cls(timeout, time.monotonic(), datetime.now(UTC) + timedelta(seconds=timeout))
+
+    @property
+    def expires(self) -> float:
+        return self.started + self.timeout
+
+
+def no_control() -> AttemptControl:
+    """For a context built outside a worker: no timeout, never cancelled."""
+    return AttemptControl(math.inf, 0.0, datetime.max.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +56,26 @@ class JobContext:
     job: ClaimedJob
     worker: str
     connection: ConnectionFactory  # ``with ctx.connection() as conn:`` borrows a pooled one
+    control: AttemptControl = field(default_factory=no_control)
+
+    @property
+    def deadline(self) -> datetime:
+        """When this attempt times out (UTC); past it the attempt is recorded ``timed_out``."""
+        return self.control.deadline
+
+    def remaining(self) -> float:
+        """Seconds left before this attempt times out (0 once it has)."""
+        return max(0.0, self.control.expires - time.monotonic())
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once someone asked to cancel this job (the worker learns it at a heartbeat). A
+        task that sees it should stop soon; the attempt is then recorded ``cancelled`` and the
+        job is not retried, whatever the task returns or raises."""
+        if not self.control.cancel.is_set():
+            return False
+        self.control.cancel_seen.set()
+        return True
 
     @property
     def job_id(self) -> int:
@@ -48,11 +96,22 @@ def run_job(
     worker: str,
     connection: ConnectionFactory,
     limits: TextLimits = TextLimits(),  # noqa: B008 - frozen, so one shared default is safe
+    control: AttemptControl | None = None,
 ) -> AttemptResult:
     """Run one attempt and say how it ended. Never raises for anything the task does; the error
-    and traceback it reports are cleaned and cut to ``limits``, so they can always be stored."""
+    and traceback it reports are cleaned and cut to ``limits``, so they can always be stored.
+    ``control`` is what the task's context reports of its deadline (the runner enforces it) and
+    of a request to cancel it; a task that saw that request ends ``cancelled``, whether it then
+    returned or raised."""
+    control = control or no_control()
     with telemetry.consumer(job, job.trace_context) as span:
-        result = _run(job, tasks, worker, connection, span, limits)
+        result = _run(job, tasks, worker, connection, span, limits, control)
+    if control.cancel_seen.is_set():
+        result = replace(
+            result,
+            outcome="cancelled",
+            error=result.error or "Cancelled: the task stopped at a request to cancel the job",
+        )
     if span is None:
         return result
     return replace(result, trace_id=telemetry.trace_id_of(span))
@@ -65,6 +124,7 @@ def _run(
     connection: ConnectionFactory,
     span: Any,
     limits: TextLimits,
+    control: AttemptControl,
 ) -> AttemptResult:
     started = time.perf_counter()
     task = tasks.get(job.task)
@@ -74,7 +134,7 @@ def _run(
     try:
         arguments = task.call_arguments(job.payload)
         if task.pass_context:
-            task.function(JobContext(job, worker, connection), **arguments)
+            task.function(JobContext(job, worker, connection, control), **arguments)
         else:
             task.function(**arguments)
     except PermanentError as error:
@@ -116,3 +176,20 @@ def _traceback() -> str:
         return traceback.format_exc()
     except Exception:
         return "<the traceback could not be formatted>"
+
+
+def timed_out(
+    job: ClaimedJob,
+    control: AttemptControl,
+    retry_delay: float,
+    stack: str | None,
+    limits: TextLimits = TextLimits(),  # noqa: B008 - frozen, so one shared default is safe
+) -> AttemptResult:
+    """The result of an attempt that ran past its timeout, with where its thread was stuck."""
+    error = TimedOut(
+        f"the attempt ran past its timeout of {control.timeout:g}s; its thread was abandoned"
+    )
+    description = cut_end(_describe(error), limits.error_bytes)
+    trace = None if stack is None else cut_middle(stack, limits.traceback_bytes)
+    duration = time.monotonic() - control.started
+    return AttemptResult(job, "timed_out", description, trace, retry_delay, duration)

@@ -201,6 +201,16 @@ class JobInspector:
 
     # -- workers -------------------------------------------------------------------------------
 
+    def queue_rate(self, queue: str) -> Row | None:
+        """A queue's rate limit (None: none), and its attempts per second in the last minute."""
+        return self._one("console_queue_rate", {"queue": queue})
+
+    def queue_tenants(self, queue: str, tenant_id: int | None, limit: int = 50) -> list[Row]:
+        """A queue's waiting and running jobs per tenant, the tenants with most waiting first."""
+        return self._rows(
+            "console_queue_tenants", {"queue": queue, "tenant_id": tenant_id, "limit": limit}
+        )
+
     def workers(self, limit: int = 500) -> list[Row]:
         """Live workers and those heard from in the last day, supervisors before children."""
         return self._rows("console_worker_list", {"limit": limit})

@@ -7,12 +7,12 @@
 -- name: job_insert
 -- Insert one job, or return nothing when a live job already holds its unique key.
 INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key,
-                  trace_context)
+                  trace_context, timeout_seconds)
 VALUES (
     coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
     %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, %(max_attempts)s,
     coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s::float8)),
-    %(unique_key)s, %(trace_context)s::jsonb
+    %(unique_key)s, %(trace_context)s::jsonb, %(timeout)s::float8
 )
 ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL AND state IN ('available', 'running')
 DO NOTHING
@@ -27,15 +27,15 @@ WITH input AS MATERIALIZED (
         unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
         jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
         unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
-        unnest(%(run_ats)b::timestamptz[])
+        unnest(%(run_ats)b::timestamptz[]), unnest(%(timeouts)b::float8[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
-                                run_at, position)
+                                run_at, timeout_seconds, position)
 ), inserted AS (
     INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      trace_context)
+                      trace_context, timeout_seconds)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts, coalesce(run_at, now() + make_interval(secs => delay)),
-           %(trace_context)s::jsonb
+           %(trace_context)s::jsonb, timeout_seconds
     FROM input
 )
 SELECT array_agg(id ORDER BY position) FROM input
@@ -49,16 +49,17 @@ WITH input AS MATERIALIZED (
         unnest(%(tenant_ids)b::bigint[]), unnest(%(queues)b::text[]), unnest(%(tasks)b::text[]),
         jsonb_array_elements(%(payloads)s::jsonb), unnest(%(priorities)b::smallint[]),
         unnest(%(max_attempts)b::int[]), unnest(%(delays)b::float8[]),
-        unnest(%(run_ats)b::timestamptz[]), unnest(%(unique_keys)b::text[])
+        unnest(%(run_ats)b::timestamptz[]), unnest(%(unique_keys)b::text[]),
+        unnest(%(timeouts)b::float8[])
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
-                                run_at, unique_key, position)
+                                run_at, unique_key, timeout_seconds, position)
 ), inserted AS (
     INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      unique_key, trace_context)
+                      unique_key, trace_context, timeout_seconds)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts,
            coalesce(run_at, now() + make_interval(secs => delay)), unique_key,
-           %(trace_context)s::jsonb
+           %(trace_context)s::jsonb, timeout_seconds
     FROM input
     ON CONFLICT (tenant_id, unique_key) WHERE unique_key IS NOT NULL
                                           AND state IN ('available', 'running')
@@ -93,6 +94,25 @@ WITH RECURSIVE priorities AS (
             ORDER BY next.priority LIMIT 1)
     FROM priorities
     WHERE priorities.priority IS NOT NULL
+), locked_bucket AS MATERIALIZED (
+    -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
+    -- that queue take turns here; an unlimited queue has no row here and locks nothing.
+    SELECT rate_limit, rate_period_seconds, rate_tokens, rate_refilled_at
+    FROM queues
+    WHERE name = %(queue)s AND rate_limit IS NOT NULL
+    FOR UPDATE
+), bucket AS MATERIALIZED (
+    -- Refilled up to the time the lock was held (clock_timestamp(), not the statement's now():
+    -- a claim that waited for the lock must not count time before the last claim's refill).
+    -- It holds at most a quarter of the limit (at least one): the most a burst adds to a period.
+    SELECT least(greatest(rate_limit / 4.0, 1)::float8,
+                 rate_tokens + greatest(extract(epoch FROM clock_timestamp() - rate_refilled_at),
+                                        0)::float8 * rate_limit / rate_period_seconds) AS tokens,
+           greatest(clock_timestamp(), rate_refilled_at) AS at
+    FROM locked_bucket
+), allowed AS MATERIALIZED (
+    -- least() ignores a NULL: without a limit, the slots asked for
+    SELECT least(%(limit)s, (SELECT greatest(floor(tokens), 0)::int FROM bucket)) AS slots
 ), picked AS MATERIALIZED (
     SELECT visible.id
     FROM priorities
@@ -108,7 +128,13 @@ WITH RECURSIVE priorities AS (
         FOR UPDATE SKIP LOCKED
     ) AS visible
     WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
-    LIMIT %(limit)s
+    LIMIT (SELECT slots FROM allowed)
+), spent AS (
+    UPDATE queues
+    SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
+        rate_refilled_at = bucket.at
+    FROM bucket
+    WHERE queues.name = %(queue)s
 )
 UPDATE jobs
 SET state = 'running',
@@ -119,7 +145,90 @@ SET state = 'running',
 FROM picked
 WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
-          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
+          jobs.timeout_seconds
+
+-- name: job_claim_fair
+-- Claim as job_claim does, but in fair shares between the tenants with waiting jobs in the queue:
+-- the recursive CTE walks the queue's distinct tenants (one probe of jobs_claim_tenant_idx
+-- each), each tenant gets ceil(limit / tenants) of the slots, and within a tenant jobs are taken
+-- in (priority, available_at, id) order. The round starts at a random tenant, so that with more
+-- tenants than slots each is served in turn over successive claims. A burst of one tenant then
+-- delays the others by about one claim, not by the burst.
+WITH RECURSIVE tenants AS (
+    (SELECT tenant_id FROM jobs
+     WHERE state = 'available' AND queue = %(queue)s
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT next.tenant_id FROM jobs AS next
+            WHERE next.state = 'available' AND next.queue = %(queue)s
+              AND next.tenant_id > tenants.tenant_id
+            ORDER BY next.tenant_id LIMIT 1)
+    FROM tenants
+    WHERE tenants.tenant_id IS NOT NULL
+), waiting AS MATERIALIZED (
+    SELECT tenant_id, row_number() OVER (ORDER BY tenant_id) AS position,
+           count(*) OVER () AS tenants
+    FROM tenants
+    WHERE tenant_id IS NOT NULL
+), locked_bucket AS MATERIALIZED (
+    -- A rate-limited queue's token bucket (see queue_rate_limit_set), locked so that claims of
+    -- that queue take turns here; an unlimited queue has no row here and locks nothing.
+    SELECT rate_limit, rate_period_seconds, rate_tokens, rate_refilled_at
+    FROM queues
+    WHERE name = %(queue)s AND rate_limit IS NOT NULL
+    FOR UPDATE
+), bucket AS MATERIALIZED (
+    -- Refilled up to the time the lock was held (clock_timestamp(), not the statement's now():
+    -- a claim that waited for the lock must not count time before the last claim's refill).
+    -- It holds at most a quarter of the limit (at least one): the most a burst adds to a period.
+    SELECT least(greatest(rate_limit / 4.0, 1)::float8,
+                 rate_tokens + greatest(extract(epoch FROM clock_timestamp() - rate_refilled_at),
+                                        0)::float8 * rate_limit / rate_period_seconds) AS tokens,
+           greatest(clock_timestamp(), rate_refilled_at) AS at
+    FROM locked_bucket
+), allowed AS MATERIALIZED (
+    -- least() ignores a NULL: without a limit, the slots asked for
+    SELECT least(%(limit)s, (SELECT greatest(floor(tokens), 0)::int FROM bucket)) AS slots
+), turn AS MATERIALIZED (
+    SELECT waiting.tenant_id, ceil(allowed.slots::float8 / waiting.tenants)::int AS share
+    FROM waiting, allowed, (SELECT random() AS spin) AS wheel
+    ORDER BY mod(waiting.position + floor(wheel.spin * waiting.tenants)::bigint, waiting.tenants)
+), picked AS MATERIALIZED (
+    SELECT visible.id
+    FROM turn
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM jobs
+        WHERE state = 'available'
+          AND queue = %(queue)s
+          AND tenant_id = turn.tenant_id
+          AND available_at <= now()
+        -- tenant_id leads the order (one value here) so that only jobs_claim_tenant_idx fits it
+        ORDER BY tenant_id, priority, available_at, id
+        LIMIT turn.share
+        FOR UPDATE SKIP LOCKED
+    ) AS visible
+    WHERE NOT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s AND paused)
+    LIMIT (SELECT slots FROM allowed)
+), spent AS (
+    UPDATE queues
+    SET rate_tokens = bucket.tokens - (SELECT count(*) FROM picked),
+        rate_refilled_at = bucket.at
+    FROM bucket
+    WHERE queues.name = %(queue)s
+)
+UPDATE jobs
+SET state = 'running',
+    attempt = jobs.attempt + 1,
+    locked_by = %(worker)s,
+    started_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
+FROM picked
+WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
+          jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
+          jobs.timeout_seconds
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's
@@ -145,16 +254,22 @@ WITH result AS (
     UPDATE jobs
     SET state = CASE
             WHEN result.outcome = 'succeeded' THEN 'succeeded'
+            -- asked to cancel: whatever else the attempt ended with, no retry
+            WHEN result.outcome = 'cancelled' OR jobs.cancel_requested_at IS NOT NULL
+                THEN 'cancelled'
             WHEN result.outcome = 'dead' OR jobs.attempt >= jobs.max_attempts THEN 'dead'
             ELSE 'available'
         END,
         available_at = CASE
-            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts
+            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+                 AND jobs.cancel_requested_at IS NULL
                 THEN now() + make_interval(secs => result.retry_delay)
             ELSE jobs.available_at
         END,
         finished_at = CASE
-            WHEN result.outcome = 'failed' AND jobs.attempt < jobs.max_attempts THEN NULL
+            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+                 AND jobs.cancel_requested_at IS NULL
+                THEN NULL
             ELSE now()
         END,
         last_error = coalesce(result.error, jobs.last_error),
@@ -173,7 +288,8 @@ WITH result AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               traceback, duration, trace_id)
     SELECT id, attempt, %(worker)s, started_at, now(),
-           CASE WHEN outcome = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
+           CASE WHEN outcome IN ('succeeded', 'timed_out', 'cancelled') THEN outcome
+                ELSE 'failed' END,
            error, traceback, make_interval(secs => duration), trace_id
     FROM finished
 ), counted AS (
@@ -199,7 +315,8 @@ WITH result AS (
 SELECT id, attempt, state, 'written' FROM finished
 UNION ALL
 SELECT result.id, result.attempt, jobs.state,
-       CASE WHEN earlier.outcome IN ('succeeded', 'failed') THEN 'written_before' ELSE 'lost' END
+       CASE WHEN earlier.outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled')
+            THEN 'written_before' ELSE 'lost' END
 FROM result
 LEFT JOIN jobs ON jobs.id = result.id
 LEFT JOIN job_attempts AS earlier
@@ -220,7 +337,9 @@ WITH handed_back AS (
     SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
 ), released AS (
     UPDATE jobs
-    SET state = 'available',
+    -- A job someone asked to cancel is not given back: it ends cancelled.
+    SET state = CASE WHEN jobs.cancel_requested_at IS NULL THEN 'available' ELSE 'cancelled' END,
+        finished_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         -- An unstarted job keeps its place in line; a started one goes to the back.
         available_at = CASE WHEN handed_back.started THEN now() ELSE jobs.available_at END,
         attempt = CASE WHEN handed_back.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
@@ -258,8 +377,10 @@ FROM released
 
 -- name: job_extend_leases
 -- Extend the leases of a worker's in-flight jobs. Every pair comes back with its fate:
--- 'extended'; 'done' (this worker has written its result since, or gave it back); or 'lost'
--- (rescued, or another worker holds the job now). Rows are locked in id order as in job_finish.
+-- 'extended'; 'cancel_requested' (extended, and someone asked to cancel the job: the heartbeat
+-- carries the request back to the task); 'done' (this worker has written its result since, or
+-- gave it back); or 'lost' (rescued, or another worker holds the job now). Rows are locked in
+-- id order as in job_finish.
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 ), locked AS MATERIALIZED (
@@ -272,9 +393,11 @@ WITH held AS (
       AND jobs.id = held.id
       AND jobs.attempt = held.attempt
       AND jobs.locked_by = %(worker)s
-    RETURNING jobs.id, jobs.attempt
+    RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_at
 )
-SELECT id, attempt, 'extended' FROM extended
+SELECT id, attempt,
+       CASE WHEN cancel_requested_at IS NULL THEN 'extended' ELSE 'cancel_requested' END
+FROM extended
 UNION ALL
 SELECT held.id, held.attempt,
        CASE WHEN rescued.job_id IS NOT NULL
@@ -301,9 +424,12 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), rescued AS (
     UPDATE jobs
-    SET state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'dead' ELSE 'available' END,
+    SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                     WHEN jobs.attempt >= jobs.max_attempts THEN 'dead'
+                     ELSE 'available' END,
         available_at = now(),
-        finished_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN now() END,
+        finished_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL
+                             OR jobs.attempt >= jobs.max_attempts THEN now() END,
         last_error = 'LeaseExpired: worker ' || expired.locked_by
                      || ' stopped renewing its lease (crashed, killed, frozen or cut off)',
         locked_by = NULL,
@@ -379,6 +505,7 @@ WITH requeued AS (
     SET state = 'available',
         available_at = now(),
         finished_at = NULL,
+        cancel_requested_at = NULL,
         max_attempts = jobs.attempt + %(attempt_budget)s
     WHERE id = %(id)s AND state IN ('dead', 'cancelled')
     RETURNING id, queue
@@ -386,11 +513,16 @@ WITH requeued AS (
 SELECT id, pg_notify('pauta_jobs', queue) FROM requeued
 
 -- name: job_cancel
--- Withdraw a job that is waiting (now or scheduled) so it never runs.
+-- Withdraw a job that is waiting (now or scheduled) so it never runs, or ask a running one to
+-- stop (its worker learns of it at its next heartbeat). Returns the job's state after: a waiting
+-- job is 'cancelled' at once; a running one stays 'running' until its attempt ends.
 UPDATE jobs
-SET state = 'cancelled', finished_at = now()
-WHERE id = %(id)s AND state = 'available'
-RETURNING id
+SET state = CASE WHEN state = 'available' THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state = 'available' THEN now() ELSE finished_at END,
+    cancel_requested_at = CASE WHEN state = 'running' THEN coalesce(cancel_requested_at, now())
+                          END
+WHERE id = %(id)s AND state IN ('available', 'running')
+RETURNING id, state
 
 -- name: job_run_now
 -- Make a scheduled or backing-off job visible at once.
@@ -406,7 +538,7 @@ SELECT id, pg_notify('pauta_jobs', queue) FROM advanced
 -- One job row, for explaining why an operation did not apply.
 SELECT id, tenant_id, queue, task, payload, priority, state, attempt, max_attempts, available_at,
        available_at > now() AS scheduled, created_at, started_at, finished_at, lease_expires_at,
-       locked_by, last_error, unique_key
+       locked_by, last_error, unique_key, cancel_requested_at, timeout_seconds
 FROM jobs
 WHERE id = %(id)s
 
@@ -434,6 +566,50 @@ WITH resumed AS (
     RETURNING name
 )
 SELECT name, pg_notify('pauta_jobs', name) FROM resumed
+
+-- name: queue_rate_limit_configure
+-- At a worker's start: the limit pauta.toml gives a queue (NULL: none), unless the console set
+-- one (rate_limit_set_by), which stays until cleared there.
+INSERT INTO queues (name, rate_limit, rate_period_seconds)
+VALUES (%(queue)s, %(rate_limit)s, %(period_seconds)s)
+ON CONFLICT (name) DO UPDATE
+SET rate_limit = excluded.rate_limit,
+    rate_period_seconds = excluded.rate_period_seconds,
+    rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
+    rate_refilled_at = clock_timestamp()
+WHERE queues.rate_limit_set_by IS NULL
+  AND (queues.rate_limit, queues.rate_period_seconds)
+      IS DISTINCT FROM (excluded.rate_limit, excluded.rate_period_seconds)
+
+-- name: queue_rate_limit_set
+-- Set (or, with a NULL limit, clear) a queue's rate limit from the console; claims use it from
+-- their next statement. A cleared limit goes back to what pauta.toml says at the next start.
+INSERT INTO queues (name, rate_limit, rate_period_seconds, rate_limit_set_by)
+VALUES (%(queue)s, %(rate_limit)s, %(period_seconds)s, %(set_by)s)
+ON CONFLICT (name) DO UPDATE
+SET rate_limit = excluded.rate_limit,
+    rate_period_seconds = excluded.rate_period_seconds,
+    rate_limit_set_by = excluded.rate_limit_set_by,
+    rate_tokens = 0,  -- a new limit starts with an empty bucket: no burst at the change
+    rate_refilled_at = clock_timestamp()
+RETURNING name
+
+-- name: queue_rate_limits
+-- The rate limits of some queues (those without one are not listed), for the runner's pacing.
+SELECT name, rate_limit, rate_period_seconds
+FROM queues
+WHERE name = ANY (%(queues)s::text[]) AND rate_limit IS NOT NULL
+
+-- name: console_queue_rate
+-- A queue's rate limit, and the attempts that ended per second over the last whole minute.
+SELECT queues.rate_limit, queues.rate_period_seconds, queues.rate_limit_set_by,
+       coalesce((SELECT sum(succeeded + failed + dead + released)
+                 FROM job_stats_minute
+                 WHERE queue = %(queue)s
+                   AND minute = date_trunc('minute', now()) - interval '1 minute'), 0)::float8
+           / 60 AS recent_rate
+FROM queues
+WHERE queues.name = %(queue)s
 
 -- name: queue_list
 -- Every known queue with its paused state.
@@ -537,10 +713,12 @@ VALUES (%(name)s, %(hostname)s, %(pid)s, %(parent_id)s, %(queue)s, %(threads)s)
 RETURNING id
 
 -- name: worker_heartbeat
--- Record that a worker is alive and how many jobs it holds; returns whether a drain was asked.
+-- Record that a worker is alive, how many jobs it holds and how many threads it abandoned to
+-- tasks past their timeout; returns whether a drain was asked.
 UPDATE workers
 SET last_heartbeat_at = now(),
     in_flight = %(in_flight)s,
+    abandoned_threads = %(abandoned_threads)s,
     state = %(state)s  -- a worker marked lost that speaks again is back
 WHERE id = %(id)s
 RETURNING drain_requested_at IS NOT NULL
@@ -550,6 +728,7 @@ RETURNING drain_requested_at IS NOT NULL
 UPDATE workers
 SET state = %(state)s,
     in_flight = coalesce(%(in_flight)s, in_flight),
+    abandoned_threads = coalesce(%(abandoned_threads)s, abandoned_threads),
     last_heartbeat_at = now(),
     stopped_at = CASE WHEN %(state)s = 'stopped' THEN now() END
 WHERE id = %(id)s
@@ -663,6 +842,31 @@ LEFT JOIN dead ON dead.queue = queues.name
 LEFT JOIN serving ON serving.queue = queues.name
 WHERE %(queue)s::text IS NULL OR queues.name = %(queue)s
 ORDER BY queues.name
+
+-- name: console_queue_tenants
+-- One queue's waiting (visible) and running jobs per tenant, most waiting first: the waiting ones
+-- from jobs_claim_tenant_idx alone, the running ones through the lease index.
+WITH live AS (
+    SELECT tenant_id, true AS waiting
+    FROM jobs
+    WHERE state = 'available' AND queue = %(queue)s AND available_at <= now()
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+    UNION ALL
+    SELECT tenant_id, false
+    FROM jobs
+    WHERE state = 'running' AND queue = %(queue)s
+      AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s)
+), counted AS (
+    SELECT tenant_id, count(*) FILTER (WHERE waiting) AS waiting,
+           count(*) FILTER (WHERE NOT waiting) AS running
+    FROM live
+    GROUP BY tenant_id
+)
+SELECT tenants.slug AS tenant, tenants.name AS tenant_name, counted.waiting, counted.running
+FROM counted
+JOIN tenants ON tenants.id = counted.tenant_id
+ORDER BY counted.waiting DESC, counted.running DESC, tenants.slug
+LIMIT %(limit)s
 
 -- name: console_queue_outcomes
 -- Per queue: outcomes over the last 1, 5 and 60 whole minutes plus the current one, and run and
@@ -795,6 +999,8 @@ SELECT jobs.id, jobs.tenant_id, tenants.slug AS tenant, tenants.name AS tenant_n
        jobs.queue, jobs.task, jobs.priority, jobs.state, jobs.attempt, jobs.max_attempts,
        jobs.available_at, jobs.created_at, jobs.started_at, jobs.finished_at,
        jobs.lease_expires_at, jobs.locked_by, jobs.last_error, jobs.unique_key, now() AS now,
+       jobs.cancel_requested_at, jobs.timeout_seconds,
+       queues.rate_limit AS queue_rate_limit, queues.rate_period_seconds AS queue_rate_period,
        left(jsonb_pretty(jobs.payload), %(payload_chars)s) AS payload_text,
        length(jsonb_pretty(jobs.payload)) AS payload_length,
        coalesce(queues.paused, false) AS queue_paused, queues.paused_at AS queue_paused_at,
@@ -917,7 +1123,8 @@ WITH holding AS (
     SELECT locked_by, count(*) AS jobs FROM jobs WHERE state = 'running' GROUP BY locked_by
 )
 SELECT workers.id, workers.name, workers.hostname, workers.pid, workers.parent_id,
-       workers.queue, workers.threads, workers.state, workers.in_flight, workers.started_at,
+       workers.queue, workers.threads, workers.state, workers.in_flight,
+       workers.abandoned_threads, workers.started_at,
        workers.last_heartbeat_at,
        extract(epoch FROM now() - workers.last_heartbeat_at)::float8 AS silent_seconds,
        workers.drain_requested_at, workers.drain_requested_by, workers.stopped_at,
@@ -959,6 +1166,7 @@ WITH input AS (
     SET state = 'available',
         available_at = now(),
         finished_at = NULL,
+        cancel_requested_at = NULL,
         max_attempts = jobs.attempt + chosen.budget
     FROM chosen
     WHERE jobs.id = chosen.id

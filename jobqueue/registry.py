@@ -10,6 +10,7 @@ from jobqueue.backoff import RetryPolicy
 from jobqueue.errors import InvalidPayload, UnknownTask
 
 DEFAULT_QUEUE = "default"
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600  # an attempt's timeout, by decorator or at enqueue
 
 TaskFunction = Callable[..., Any]
 
@@ -21,6 +22,7 @@ class Task:
     queue: str
     retry: RetryPolicy
     pass_context: bool
+    timeout: float | None = None  # seconds an attempt may run; None: the worker's default
 
     def call_arguments(self, payload: Any) -> Mapping[str, Any]:
         """Check that ``payload`` fits the function's signature; return it as keyword arguments.
@@ -58,6 +60,7 @@ class TaskRegistry:
         queue: str = DEFAULT_QUEUE,
         retry: RetryPolicy | None = None,
         pass_context: bool = False,
+        timeout: float | None = None,
     ) -> Callable[[TaskFunction], TaskFunction]: ...
 
     def task(
@@ -67,15 +70,27 @@ class TaskRegistry:
         queue: str = DEFAULT_QUEUE,
         retry: RetryPolicy | None = None,
         pass_context: bool = False,
+        timeout: float | None = None,
     ) -> TaskFunction | Callable[[TaskFunction], TaskFunction]:
         """Register the decorated function as a task: ``@task``, ``@task("name")`` or
         ``@task(queue=..., retry=...)``; the task's name defaults to the function's.
 
         The payload's keys become the function's keyword arguments. With ``pass_context`` the
         function also gets a :class:`jobqueue.execution.JobContext` as its first argument.
+        ``timeout`` (seconds) bounds each attempt, unless the job was enqueued with its own;
+        without either, the worker's ``timeout_seconds`` setting applies.
         """
         if callable(name):  # used bare, as @task
             return self.task()(name)
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_TIMEOUT_SECONDS
+        ):
+            raise ValueError(
+                f"timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:,} seconds, "
+                f"not {timeout!r}"
+            )
 
         def register(function: TaskFunction) -> TaskFunction:
             task_name = name or function.__name__
@@ -88,6 +103,7 @@ class TaskRegistry:
                 queue=queue,
                 retry=retry or RetryPolicy(),
                 pass_context=pass_context,
+                timeout=None if timeout is None else float(timeout),
             )
             return function
 

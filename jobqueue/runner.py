@@ -7,9 +7,12 @@ Parts, each a thread with its own database connection:
 - the **completer** writes attempt results in batches, one fenced statement per batch that
   also counts them in the per-minute stats; a batch the database refuses for a reason other
   than the connection is written row by row, so one bad row cannot lose the others;
-- the **heartbeat** extends the leases of every job this process holds, in one statement, and
-  records the process's own heartbeat in ``workers`` (and learns whether a drain was asked);
+- the **heartbeat** extends the leases of every job this process holds, in one statement
+  (learning which of them someone asked to cancel, which it tells their tasks), and records the
+  process's own heartbeat in ``workers`` (and learns whether a drain was asked);
   a beat that fails is retried at once, with backoff, well before the leases are at risk;
+- the **watchdog** ends attempts past their timeout (``timed_out``): their leases are no longer
+  renewed, their threads are given up, and the process drains to be replaced (``recycle``);
 - the **listener** LISTENs for new-job notifications and claims for that queue at once, on
   its own connection;
 - with ``maintenance`` on (a single-process worker), the rescuer and the bid for the leader's
@@ -26,11 +29,13 @@ import os
 import random
 import secrets
 import socket
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any
@@ -40,15 +45,16 @@ from psycopg_pool import ConnectionPool
 
 from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
-from jobqueue.execution import run_job
+from jobqueue.execution import AttemptControl, run_job, timed_out
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
-from jobqueue.settings import WorkerSettings
+from jobqueue.settings import WorkerSettings, parse_rate
 from jobqueue.store import AttemptResult, ClaimedJob, JobStore, WorkerIdentity, Written
 from jobqueue.text import TextLimits
 
 NOTIFY_CHANNEL = "pauta_jobs"
 RESULT_BATCH = 1000
+WATCH_SECONDS = 0.1  # how often the watchdog looks for attempts past their timeout
 
 log = logging.getLogger("jobqueue.runner")
 
@@ -88,6 +94,15 @@ class Prefetch:
         return min(self.maximum, math.floor(wanted))
 
 
+@dataclass(frozen=True, slots=True)
+class Running:
+    """An attempt a worker thread is running."""
+
+    job: ClaimedJob
+    control: AttemptControl
+    thread: threading.Thread
+
+
 class Consumer:
     """Claims the jobs of one queue and runs them on a pool of threads."""
 
@@ -97,12 +112,16 @@ class Consumer:
         self.threads = threads
         self.prefetch = Prefetch(threads, runner.settings.prefetch)
         self.wake = threading.Event()
+        # the queue's rate limit as (starts, period seconds), learnt at start and each heartbeat
+        self.rate_limit: tuple[int, float] | None = None
         self._buffer: SimpleQueue[ClaimedJob | None] = SimpleQueue()
         self._outstanding = 0  # claimed by this consumer and not yet handed to the completer
         self._lock = threading.Lock()
-        # started and not yet finished, by (job id, attempt)
-        self._running: dict[tuple[int, int], tuple[ClaimedJob, float]] = {}
+        # started and not yet finished (nor timed out), by (job id, attempt)
+        self._running: dict[tuple[int, int], Running] = {}
         self._abandoned = False
+        # worker threads given up to a task past its timeout, until (if ever) it returns
+        self._stuck: set[threading.Thread] = set()
         self._link = Link(runner.settings.database_url, f"fetch[{queue}]", runner.stopping)
         self._fetcher = threading.Thread(
             target=runner._guard(self._fetch_loop), name=f"fetch-{queue}"
@@ -128,8 +147,16 @@ class Consumer:
             if self._claim_with(self._link.call):
                 continue  # the queue may hold more: top up again as soon as slots free up
             poll = settings.poll_seconds * random.uniform(0.8, 1.2)  # noqa: S311
-            self.wake.wait(poll)
+            self.wake.wait(min(poll, self._refill_seconds()))
         self._link.close()
+
+    def _refill_seconds(self) -> float:
+        """For a rate-limited queue, half the time its bucket takes to fill (it holds a quarter
+        of the limit): claiming that often spends the tokens before the bucket caps them."""
+        if self.rate_limit is None:
+            return math.inf
+        starts, period = self.rate_limit
+        return max(starts / 4, 1) / (starts / period) / 2
 
     def claim_now(self, store: JobStore) -> None:
         """Claim on the caller's connection at once: the listener calls this when a job of this
@@ -157,7 +184,11 @@ class Consumer:
             jobs = (
                 run(
                     lambda store: store.claim(
-                        self.queue, free, runner.worker_id, runner.settings.lease_seconds
+                        self.queue,
+                        free,
+                        runner.worker_id,
+                        runner.settings.lease_seconds,
+                        runner.settings.fair_tenants,
                     )
                 )
                 or []
@@ -190,16 +221,32 @@ class Consumer:
                 with self._lock:
                     self._outstanding -= 1
                 continue
+            control = AttemptControl.start(runner.timeout_of(job))
+            if runner.cancel_was_requested(job):  # learnt while the job waited in the buffer
+                control.cancel.set()
             with self._lock:
-                self._running[job.id, job.attempt] = (job, time.monotonic())
+                self._running[job.id, job.attempt] = Running(
+                    job, control, threading.current_thread()
+                )
             result = run_job(
-                job, runner.tasks, runner.worker_id, runner.task_connection, runner.text_limits
+                job,
+                runner.tasks,
+                runner.worker_id,
+                runner.task_connection,
+                runner.text_limits,
+                control,
             )
-            self.prefetch.observe_runtime(result.duration)
             with self._lock:
-                self._running.pop((job.id, job.attempt), None)
-                self._outstanding -= 1
+                timed_out = self._running.pop((job.id, job.attempt), None) is None
+                if timed_out:  # the watchdog wrote its result: this one is too late
+                    self._stuck.discard(threading.current_thread())
+                else:
+                    self._outstanding -= 1
                 abandoned = self._abandoned
+            if timed_out:
+                log.info("job %d attempt %d returned after its timeout", job.id, job.attempt)
+                continue
+            self.prefetch.observe_runtime(result.duration)
             if not abandoned:
                 runner.submit(result)
             if self._buffer.qsize() < self.threads:  # the fetcher has room to claim again
@@ -228,7 +275,32 @@ class Consumer:
         return unstarted
 
     def busy(self) -> bool:
-        return any(worker.is_alive() for worker in self._workers)
+        """True while a worker thread runs a job (a thread stuck past its timeout does not
+        count: nothing will be written for it)."""
+        with self._lock:
+            stuck = set(self._stuck)
+        return any(worker.is_alive() and worker not in stuck for worker in self._workers)
+
+    def request_cancel(self, attempts: set[tuple[int, int]]) -> None:
+        """Tell the tasks running these attempts that someone asked to cancel their jobs."""
+        with self._lock:
+            for key in attempts & self._running.keys():
+                self._running[key].control.cancel.set()
+
+    def stuck_threads(self) -> int:
+        with self._lock:
+            return len(self._stuck)
+
+    def expire(self, now: float) -> list["Running"]:
+        """Take the attempts past their timeout out of the running set and give up their
+        threads; the caller writes their results."""
+        with self._lock:
+            expired = [item for item in self._running.values() if item.control.expires <= now]
+            for item in expired:
+                del self._running[item.job.id, item.job.attempt]
+                self._outstanding -= 1
+                self._stuck.add(item.thread)
+        return expired
 
     def abandon_running(self) -> list[tuple[ClaimedJob, float]]:
         """At the deadline: the jobs still running, with how long they ran; their threads'
@@ -236,7 +308,7 @@ class Consumer:
         now = time.monotonic()
         with self._lock:
             self._abandoned = True
-            return [(job, now - started) for job, started in self._running.values()]
+            return [(item.job, now - item.control.started) for item in self._running.values()]
 
 
 class Runner:
@@ -264,11 +336,15 @@ class Runner:
         self.hurry = threading.Event()  # fast stop: the grace period ends now
         self.drain_requested = threading.Event()  # someone asked, through the workers table
         self.crashed = threading.Event()  # a part died of a bug: the process must not go on
+        # a worker thread was given up to a task past its timeout: drain, to be replaced
+        self.recycle = threading.Event()
+        self._watching = threading.Event()  # cleared to stop the watchdog
         self.text_limits = TextLimits(settings.error_max_bytes, settings.traceback_max_bytes)
         self._results: SimpleQueue[AttemptResult | None] = SimpleQueue()
         # (job id, attempt) claimed and not yet written back, which the heartbeat renews, with
         # the monotonic time from which its lease last ran (its claim or its last renewal)
         self._held: dict[tuple[int, int], float] = {}
+        self._cancels: set[tuple[int, int]] = set()  # held attempts asked to stop
         self._held_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
@@ -283,6 +359,7 @@ class Runner:
             target=self._guard(self._heartbeat_loop), name="heartbeat"
         )
         self._listener = threading.Thread(target=self._guard(self._listen_loop), name="listener")
+        self._watchdog = threading.Thread(target=self._guard(self._watch_loop), name="watchdog")
         self._daemons: list[threading.Thread] = []
         self.maintainer: Maintainer | None = None
         if settings.maintenance:
@@ -298,8 +375,17 @@ class Runner:
     def start(self) -> None:
         link = self._link("register")
         self.row_id = link.call(lambda store: store.register_worker(self.identity))
+        link.call(self._configure_rate_limits)
+        link.call(self._learn_rate_limits)
         link.close()
-        for thread in (self._completer, self._heartbeat, self._listener, *self._daemons):
+        self._watching.set()
+        for thread in (
+            self._completer,
+            self._heartbeat,
+            self._listener,
+            self._watchdog,
+            *self._daemons,
+        ):
             thread.start()
         self._listening.wait(10)
         for consumer in self.consumers.values():
@@ -322,6 +408,8 @@ class Runner:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.hurry.wait(min(remaining, 0.05)):
                 break
+        self._watching.clear()  # its results must reach the completer before the end
+        self._watchdog.join()
         still_running = [item for c in self.consumers.values() for item in c.abandon_running()]
         if still_running:
             log.warning("grace period over; releasing %d running jobs", len(still_running))
@@ -337,6 +425,21 @@ class Runner:
         if self._pool is not None:
             self._pool.close()
         log.info("worker %s stopped", self.worker_id)
+
+    def _configure_rate_limits(self, store: JobStore) -> None:
+        """Write each served queue's limit from the settings (pauta.toml), where the console has
+        not set one: the claims of every worker then enforce it through the queue's row."""
+        for queue in self.settings.queues:
+            rate = self.settings.rate_limits.get(queue)
+            limit, period = (None, 1.0) if rate is None else parse_rate(queue, rate)
+            store.configure_rate_limit(queue, limit, period)
+
+    def _learn_rate_limits(self, store: JobStore) -> None:
+        """Which of this process's queues have a rate limit now, for the fetch loops' pacing
+        (the claim itself enforces the limit, whatever the runner knows)."""
+        limits = store.rate_limits(list(self.consumers))
+        for name, consumer in self.consumers.items():
+            consumer.rate_limit = limits.get(name)
 
     def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
         """Run a part's loop; a bug that escapes it marks the runner crashed instead of leaving
@@ -360,8 +463,11 @@ class Runner:
         row_id = self.row_id
         with self._held_lock:
             in_flight = len(self._held)
+        abandoned = self.abandoned_threads()
         link = self._link("registry")
-        link.call(lambda store: store.set_worker_state(row_id, state, in_flight), tries=3)
+        link.call(
+            lambda store: store.set_worker_state(row_id, state, in_flight, abandoned), tries=3
+        )
         link.close()
 
     # -- bookkeeping shared by the parts -------------------------------------------------------
@@ -378,6 +484,10 @@ class Runner:
         if lease_from is None:  # the heartbeat learnt it was lost
             return False
         return time.monotonic() - lease_from < self.settings.lease_seconds
+
+    def cancel_was_requested(self, job: ClaimedJob) -> bool:
+        with self._held_lock:
+            return (job.id, job.attempt) in self._cancels
 
     def forget_job(self, job: ClaimedJob) -> None:
         self._forget([(job.id, job.attempt)])
@@ -419,6 +529,52 @@ class Runner:
         with self._held_lock:
             for attempt in attempts:
                 self._held.pop(attempt, None)
+                self._cancels.discard(attempt)
+
+    def timeout_of(self, job: ClaimedJob) -> float:
+        """Seconds the attempt may run: the job's own timeout, else its task's, else the
+        worker's default."""
+        if job.timeout_seconds is not None:
+            return job.timeout_seconds
+        task = self.tasks.get(job.task)
+        if task is not None and task.timeout is not None:
+            return task.timeout
+        return self.settings.timeout_seconds
+
+    def abandoned_threads(self) -> int:
+        return sum(consumer.stuck_threads() for consumer in self.consumers.values())
+
+    # -- watchdog ------------------------------------------------------------------------------
+
+    def _watch_loop(self) -> None:
+        """End attempts that run past their timeout: write them ``timed_out`` (retried or dead
+        by their policy), stop renewing their leases and give up their threads. Python cannot
+        stop a thread, so the process then drains and exits to be replaced (``recycle``)."""
+        while self._watching.is_set():
+            now = time.monotonic()
+            for consumer in self.consumers.values():
+                for item in consumer.expire(now):
+                    self._time_out(item)
+            time.sleep(WATCH_SECONDS)
+
+    def _time_out(self, item: "Running") -> None:
+        job = item.job
+        self._forget([(job.id, job.attempt)])  # the heartbeat no longer renews its lease
+        task = self.tasks.get(job.task)
+        delay = task.retry.delay(job.attempt) if task is not None else 0.0
+        frame = sys._current_frames().get(item.thread.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else None
+        self.submit(timed_out(job, item.control, delay, stack, self.text_limits))
+        log.warning(
+            "job %d attempt %d timed out after %gs; thread %s abandoned, this process will "
+            "drain and be replaced",
+            job.id,
+            job.attempt,
+            item.control.timeout,
+            item.thread.name,
+        )
+        self.stopping.set()  # claim nothing more, not even this job's retry
+        self.recycle.set()
 
     # -- completer -----------------------------------------------------------------------------
 
@@ -481,7 +637,15 @@ class Runner:
             if instruments is not None:
                 job = result.job
                 instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
-            if outcome == "succeeded":
+            if outcome == "cancelled":
+                job_log.info(
+                    "job %d attempt %d cancelled (%s)",
+                    result.job_id,
+                    result.attempt,
+                    result.outcome,
+                    extra=_job_fields(result, outcome, self.worker_id),
+                )
+            elif outcome == "succeeded":
                 job_log.debug(
                     "job %d succeeded",
                     result.job_id,
@@ -546,16 +710,28 @@ class Runner:
         if held:
             renewed_from = time.monotonic()
             fates = store.extend_leases(held, self.worker_id, self.settings.lease_seconds)
+            cancels = {pair for pair, fate in fates.items() if fate == "cancel_requested"}
             with self._held_lock:
                 for pair, fate in fates.items():
-                    if fate == "extended" and pair in self._held:
+                    if fate in ("extended", "cancel_requested") and pair in self._held:
                         self._held[pair] = renewed_from
+                new_cancels = (cancels & self._held.keys()) - self._cancels
+                self._cancels |= new_cancels
+            for job_id, attempt in sorted(new_cancels):
+                log.info("job %d attempt %d: cancel requested", job_id, attempt)
+            if new_cancels:
+                for consumer in self.consumers.values():
+                    consumer.request_cancel(new_cancels)
             lost = [pair for pair, fate in fates.items() if fate == "lost"]
             for job_id, attempt in lost:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
             self._forget(lost)  # its result, if it comes, will be fenced out
+        self._learn_rate_limits(store)
         state = "draining" if self.stopping.is_set() else "running"
-        if self.row_id is not None and store.worker_heartbeat(self.row_id, state, len(held)):
+        abandoned = self.abandoned_threads()
+        if self.row_id is not None and store.worker_heartbeat(
+            self.row_id, state, len(held), abandoned
+        ):
             if not self.drain_requested.is_set():
                 log.info("worker %s: drain requested through the console", self.worker_id)
             self.drain_requested.set()

@@ -2,9 +2,10 @@
 wins), and validated once at start. docs/reference/settings.md describes each one."""
 
 import argparse
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ DEFAULT_DEPTH_SAMPLE_SECONDS = 60.0
 DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
+DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
+BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
@@ -57,6 +60,9 @@ class WorkerSettings:
     lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
     connect_wait_seconds: float = DEFAULT_CONNECT_WAIT_SECONDS
     restart_backoff_max_seconds: float = DEFAULT_RESTART_BACKOFF_MAX_SECONDS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    fair_tenants: bool = True  # share each claim between the tenants with waiting jobs
+    rate_limits: Mapping[str, str] = field(default_factory=dict)  # queue -> "20/s"
     log_level: str = "INFO"
     log_format: str = "text"
     maintenance: bool = True  # run a maintainer: rescue, and a bid for the leader's duties
@@ -111,6 +117,10 @@ class WorkerSettings:
                 f"lost_after_seconds ({self.lost_after_seconds:g}) must be at least twice "
                 f"heartbeat_seconds ({self.heartbeat_seconds:g})"
             )
+        for queue, rate in self.rate_limits.items():
+            if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+                raise SettingsError(f"rate_limits: {queue!r} is not a valid queue name")
+            parse_rate(f"rate_limits: {queue}", rate)
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(
                 f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}"
@@ -140,8 +150,24 @@ SHORT_FLAGS = {
     "keep_succeeded_seconds": "--keep-succeeded",
     "keep_dead_seconds": "--keep-dead",
     "connect_wait_seconds": "--connect-wait",
+    "timeout_seconds": "--timeout",
     "task_modules": "--tasks",
 }
+
+
+RATE = re.compile(r"^\s*([0-9]{1,9})\s*/\s*(s|m|h|second|minute|hour)\s*$")
+RATE_PERIODS = {"s": 1.0, "second": 1.0, "m": 60.0, "minute": 60.0, "h": 3600.0, "hour": 3600.0}
+
+
+def parse_rate(name: str, text: object) -> tuple[int, float]:
+    """``"20/s"`` (also ``/m``, ``/h``) as (starts, period in seconds)."""
+    found = RATE.match(text) if isinstance(text, str) else None
+    if found is None or int(found.group(1)) < 1:
+        raise SettingsError(
+            f'{name} must be a number of starts per second, minute or hour, e.g. "20/s" or '
+            f'"100/m", not {text!r}'
+        )
+    return int(found.group(1)), RATE_PERIODS[found.group(2)]
 
 
 def parse_queues(text: str) -> dict[str, int]:
@@ -183,6 +209,8 @@ def _help(name: str, default: Any) -> str:
         return "queues and threads, e.g. default=4,notifications=2 (default: default=4)"
     if name == "task_modules":
         return "comma-separated modules whose @task functions to load"
+    if name == "rate_limits":
+        return "starts per period per queue, e.g. mail=20/s,reports=100/m (default: none)"
     return f"default: {default}"
 
 
@@ -234,12 +262,28 @@ def _typed(name: str, value: Any) -> Any:
         if isinstance(value, Mapping):
             return dict(value)
         raise SettingsError("queues must be a table of queue = threads, e.g. default = 4")
+    if name == "rate_limits":
+        if isinstance(value, Mapping):
+            return dict(value)
+        if isinstance(value, str):
+            limits = {}
+            for item in filter(None, (part.strip() for part in value.split(","))):
+                queue, _, rate = item.partition("=")
+                limits[queue.strip()] = rate.strip()
+            return limits
+        raise SettingsError('rate_limits must be a table of queue = "N/s", e.g. mail = "20/s"')
     if name == "task_modules":
         if isinstance(value, str):
             return tuple(module.strip() for module in value.split(",") if module.strip())
         if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
             return tuple(value)
         raise SettingsError("task_modules must be a list of module names")
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in BOOLEANS:
+            return BOOLEANS[value.lower()]
+        raise SettingsError(f"{name} must be true or false, not {value!r}")
     try:
         if kind is float:
             if isinstance(value, bool):

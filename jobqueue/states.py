@@ -12,7 +12,7 @@ class JobState(StrEnum):
     RUNNING = "running"  # claimed by a worker, under a lease
     SUCCEEDED = "succeeded"
     DEAD = "dead"  # attempts exhausted or a permanent error: the dead-letter state
-    CANCELLED = "cancelled"  # withdrawn by an operator before it ran
+    CANCELLED = "cancelled"  # withdrawn by an operator before it ran, or stopped when asked
 
 
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
@@ -23,6 +23,8 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"  # the task raised; the job retries or, when exhausted or permanent, dies
     LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (crash, kill -9, partition)
     RELEASED = "released"  # given back at shutdown; not counted against the attempt budget
+    TIMED_OUT = "timed_out"  # ran past its timeout; retries like a failure, its thread abandoned
+    CANCELLED = "cancelled"  # the task stopped when asked to (ctx.cancel_requested); no retry
 
 
 class WorkerState(StrEnum):

@@ -35,6 +35,7 @@ class ClaimedJob:
     available_at: datetime
     started_at: datetime
     trace_context: dict[str, str] | None = None  # W3C traceparent/tracestate of the enqueue
+    timeout_seconds: float | None = None  # given at enqueue; None: the task's or the default
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class NewJob:
     run_at: datetime | None
     unique_key: str | None
     trace_context: str | None = None  # JSON of the enqueuing span's W3C trace context
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,8 @@ class AttemptResult:
     """What one attempt ended with, as the runner reports it."""
 
     job: ClaimedJob
-    outcome: str  # 'succeeded', 'failed' (retry if budget left) or 'dead' (permanent)
+    # 'succeeded'; 'failed' or 'timed_out' (retried if budget is left); 'dead' (permanent)
+    outcome: str
     error: str | None
     traceback: str | None
     retry_delay: float
@@ -155,6 +158,7 @@ class JobStore:
             "max_attempts": [job.max_attempts for job in jobs],
             "delays": [job.delay_seconds for job in jobs],
             "run_ats": [job.run_at for job in jobs],
+            "timeouts": [job.timeout_seconds for job in jobs],
             "trace_context": jobs[0].trace_context,  # one enqueue span for the batch
         }
         if all(job.unique_key is None for job in jobs):
@@ -177,9 +181,14 @@ class JobStore:
 
     # -- the runner's loop ---------------------------------------------------------------------
 
-    def claim(self, queue: str, limit: int, worker: str, lease_seconds: float) -> list[ClaimedJob]:
+    def claim(
+        self, queue: str, limit: int, worker: str, lease_seconds: float, fair: bool = False
+    ) -> list[ClaimedJob]:
+        """Claim up to ``limit`` visible jobs of ``queue``; ``fair`` shares the claim between the
+        tenants with waiting jobs (job_claim_fair) instead of taking them in queue order."""
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
-        jobs = [ClaimedJob(*row) for row in self._execute("job_claim", params)]
+        statement = "job_claim_fair" if fair else "job_claim"
+        jobs = [ClaimedJob(*row) for row in self._execute(statement, params)]
         # UPDATE ... RETURNING keeps no order: run them in the order they were picked.
         jobs.sort(key=lambda job: (job.priority, job.available_at, job.id))
         return jobs
@@ -222,7 +231,8 @@ class JobStore:
         self, held: Sequence[tuple[int, int]], worker: str, lease_seconds: float
     ) -> dict[tuple[int, int], str]:
         """Extend the leases of (id, attempt) pairs; returns each pair's fate: 'extended',
-        'done' (its result was written, or it was given back) or 'lost' (taken over)."""
+        'cancel_requested' (extended, and asked to stop), 'done' (its result was written, or it
+        was given back) or 'lost' (taken over)."""
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],
@@ -313,16 +323,34 @@ class JobStore:
         }
         return int(_one(self._execute("worker_register", params))[0])
 
-    def worker_heartbeat(self, worker_id: int, state: str, in_flight: int) -> bool:
+    def worker_heartbeat(
+        self, worker_id: int, state: str, in_flight: int, abandoned_threads: int = 0
+    ) -> bool:
         """Record a heartbeat (state: running or draining); returns True when someone asked this
         worker to drain."""
-        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+        params = {
+            "id": worker_id,
+            "state": state,
+            "in_flight": in_flight,
+            "abandoned_threads": abandoned_threads,
+        }
         row = self._execute("worker_heartbeat", params)
         found = row.fetchone()
         return bool(found and found[0])
 
-    def set_worker_state(self, worker_id: int, state: str, in_flight: int | None = None) -> None:
-        params = {"id": worker_id, "state": state, "in_flight": in_flight}
+    def set_worker_state(
+        self,
+        worker_id: int,
+        state: str,
+        in_flight: int | None = None,
+        abandoned_threads: int | None = None,
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "state": state,
+            "in_flight": in_flight,
+            "abandoned_threads": abandoned_threads,
+        }
         self._execute("worker_set_state", params)
 
     def request_drain(self, worker_id: int, requested_by: str) -> list[int]:
@@ -349,8 +377,12 @@ class JobStore:
                 f"job {job_id} cannot be requeued: a waiting or running job holds its unique key"
             ) from None
 
-    def cancel(self, job_id: int) -> bool:
-        return self._execute("job_cancel", {"id": job_id}).fetchone() is not None
+    def cancel(self, job_id: int) -> str | None:
+        """Cancel a waiting job at once ('cancelled'), or ask a running one to stop ('running':
+        its worker learns of it at its next heartbeat, the task through
+        ``ctx.cancel_requested``); None when the job is neither (nothing changes)."""
+        row = self._execute("job_cancel", {"id": job_id}).fetchone()
+        return None if row is None else str(row[1])
 
     def run_now(self, job_id: int) -> bool:
         return self._execute("job_run_now", {"id": job_id}).fetchone() is not None
@@ -378,6 +410,28 @@ class JobStore:
             sql = self._queries["job_attempt_list"].sql
             cursor.execute(sql, {"id": job_id})
             return cursor.fetchall()
+
+    def configure_rate_limit(self, queue: str, limit: int | None, period_seconds: float) -> None:
+        """The limit pauta.toml gives ``queue`` (None: none), unless the console set one."""
+        params = {"queue": queue, "rate_limit": limit, "period_seconds": period_seconds}
+        self._execute("queue_rate_limit_configure", params)
+
+    def rate_limits(self, queues: Sequence[str]) -> dict[str, tuple[int, float]]:
+        """The rate limits of ``queues`` that have one: (starts, period in seconds)."""
+        rows = self._execute("queue_rate_limits", {"queues": list(queues)})
+        return {name: (int(limit), float(period)) for name, limit, period in rows}
+
+    def set_rate_limit(
+        self, queue: str, limit: int | None, period_seconds: float, set_by: str | None
+    ) -> None:
+        """Set (or clear, with None) a queue's limit of starts per period, at once."""
+        params = {
+            "queue": queue,
+            "rate_limit": limit,
+            "period_seconds": period_seconds,
+            "set_by": set_by,
+        }
+        self._execute("queue_rate_limit_set", params)
 
     def pause_queue(self, queue: str, paused_by: str) -> None:
         self._execute("queue_pause", {"queue": queue, "paused_by": paused_by})
@@ -416,4 +470,5 @@ def _insert_params(job: NewJob, payload: str) -> dict[str, Any]:
         "run_at": job.run_at,
         "unique_key": job.unique_key,
         "trace_context": job.trace_context,
+        "timeout": job.timeout_seconds,
     }

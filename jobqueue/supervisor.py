@@ -13,8 +13,10 @@ that drains on SIGTERM or SIGUSR1, stops at once on SIGQUIT, and drains by itsel
 supervisor dies.
 
 Exit codes the supervisor reads from a child: 0 — the child drained because it was asked (it is
-not restarted); EXIT_CONFIG — it cannot boot (the supervisor stops everything and exits with
-that code); anything else — a crash (restarted with backoff).
+not restarted); EXIT_RECYCLE — it drained because it holds threads stuck in tasks past their
+timeout (replaced at once, like gunicorn's worker timeout); EXIT_CONFIG — it cannot boot (the
+supervisor stops everything and exits with that code); anything else — a crash (restarted with
+backoff).
 """
 
 import logging
@@ -37,6 +39,7 @@ from jobqueue.store import JobStore, WorkerIdentity
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the database could not be reached at start
 EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug stopped the runner
+EXIT_RECYCLE = 75  # EX_TEMPFAIL: it drained after giving up threads to timed-out tasks
 EXIT_CONFIG = 78  # EX_CONFIG: the settings are wrong; restarting will not help
 
 LOOP_SECONDS = 0.5
@@ -183,6 +186,14 @@ class Supervisor:
             elif code == EXIT_OK:
                 log.info("child %d for queue %s drained on request", pid, child.queue)
                 child.finished = True
+            elif code == EXIT_RECYCLE:
+                log.info(
+                    "child %d for queue %s recycled: it gave up threads to timed-out tasks; "
+                    "starting a new one",
+                    pid,
+                    child.queue,
+                )
+                child.next_start = now
             elif code == EXIT_CONFIG:
                 log.error(
                     "child %d for queue %s cannot boot (exit %d); stopping for good",

@@ -22,6 +22,7 @@ class AuditAction(StrEnum):
     JOB_DISCARD = "job.discard"  # dead -> cancelled: out of the failures list, kept until pruned
     QUEUE_PAUSE = "queue.pause"
     QUEUE_RESUME = "queue.resume"
+    QUEUE_RATE_LIMIT = "queue.rate_limit"  # a queue's rate limit set or cleared
     WORKER_DRAIN = "worker.drain"  # a graceful shutdown asked through the workers table
     EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
     EMPLOYEE_VIEW = "employee.view"  # HR opened an employee's record, review comments included
@@ -29,6 +30,9 @@ class AuditAction(StrEnum):
     EMPLOYEE_EXPORT = "employee.export"  # an HR admin asked for everything about a person
     EMPLOYEE_EXPORT_DOWNLOAD = "employee.export_download"  # and downloaded it (details: format)
     RETENTION_POLICY = "retention.policy"  # an HR admin set how long personal data is kept
+    WORKFLOW_EVENT = "workflow.event"  # an event (an approval) sent to a waiting execution
+    WORKFLOW_CANCEL = "workflow.cancel"  # an unfinished execution cancelled
+    WORKFLOW_RESUME = "workflow.resume"  # a failed execution resumed from its failed step
 
 
 class AuditTarget(StrEnum):
@@ -39,6 +43,7 @@ class AuditTarget(StrEnum):
     EMPLOYEE_IMPORT = "employee_import"  # target_id: the employee_imports row's id
     EMPLOYEE = "employee"  # target_id: the employees row's id
     TENANT = "tenant"  # target_id: the tenant's id
+    WORKFLOW_EXECUTION = "workflow_execution"  # target_id: the workflow_executions row's id
 
 
 class AuditEntry(db.Model):

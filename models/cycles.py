@@ -64,6 +64,7 @@ class ReviewCycle(db.Model):
             name="activation_recorded",
         ),
         CheckConstraint("(status = 'closed') = (closed_at IS NOT NULL)", name="closed_at"),
+        CheckConstraint("reminder_days BETWEEN 0 AND 365", name="reminder_days"),
         Index(None, "tenant_id", "status"),
     )
 
@@ -79,6 +80,8 @@ class ReviewCycle(db.Model):
     activated_by: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("users.id"))
     participants_locked_at: Mapped[datetime | None]
     closed_at: Mapped[datetime | None]
+    # The lifecycle reminds reviewers this many days before the due date (hr/lifecycle.py).
+    reminder_days: Mapped[int] = mapped_column(SmallInteger, server_default=text("3"))
 
 
 class CycleParticipant(db.Model):

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
+    Double,
     ForeignKey,
     Identity,
     Index,
@@ -33,12 +34,23 @@ def _one_of(column: str, values: type[JobState] | type[AttemptOutcome]) -> str:
 
 class Queue(db.Model):
     __tablename__ = "queues"
+    __table_args__ = (
+        CheckConstraint("rate_limit > 0", name="rate_limit"),
+        CheckConstraint("rate_period_seconds > 0::double precision", name="rate_period_seconds"),
+    )
 
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     paused: Mapped[bool] = mapped_column(server_default=false())
     paused_at: Mapped[datetime | None]
     paused_by: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    # At most rate_limit claims per rate_period_seconds, across every worker: a token bucket that
+    # the claim refills, spends and locks (rate_tokens as of rate_refilled_at).
+    rate_limit: Mapped[int | None] = mapped_column(Integer)
+    rate_period_seconds: Mapped[float] = mapped_column(Double, server_default=text("1"))
+    rate_tokens: Mapped[float] = mapped_column(Double, server_default=text("0"))
+    rate_refilled_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    rate_limit_set_by: Mapped[str | None] = mapped_column(Text)  # None: from pauta.toml
 
 
 class Job(db.Model):
@@ -46,6 +58,7 @@ class Job(db.Model):
     __table_args__ = (
         CheckConstraint(_one_of("state", JobState), name="state"),
         CheckConstraint("max_attempts > 0", name="max_attempts"),
+        CheckConstraint("timeout_seconds > 0::double precision", name="timeout_seconds"),
         CheckConstraint(
             "(state = 'running') = (locked_by IS NOT NULL)"
             " AND (state = 'running') = (lease_expires_at IS NOT NULL)",
@@ -61,6 +74,17 @@ class Job(db.Model):
             "id",
             postgresql_where=text("state = 'available'"),
             postgresql_include=["tenant_id"],
+        ),
+        # The fair claim's (job_claim_fair): the tenants with waiting jobs in a queue, and each
+        # tenant's jobs in claim order.
+        Index(
+            "jobs_claim_tenant_idx",
+            "queue",
+            "tenant_id",
+            "priority",
+            "available_at",
+            "id",
+            postgresql_where=text("state = 'available'"),
         ),
         # The lease sweeper's index.
         Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
@@ -134,6 +158,10 @@ class Job(db.Model):
     last_error: Mapped[str | None] = mapped_column(Text)
     unique_key: Mapped[str | None] = mapped_column(Text)
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    # Seconds an attempt may run, given at enqueue; else the task's, else the worker's default.
+    timeout_seconds: Mapped[float | None] = mapped_column(Double)
+    # Someone asked to cancel the job while it ran; its worker passes that on to the task.
+    cancel_requested_at: Mapped[datetime | None]
 
 
 class JobAttempt(db.Model):

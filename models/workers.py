@@ -32,6 +32,9 @@ class Worker(db.Model):
     threads: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
     state: Mapped[str] = mapped_column(Text, server_default=sql("'running'"))
     in_flight: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
+    # Threads still stuck in a task that overran its timeout; such a process drains and is
+    # replaced.
+    abandoned_threads: Mapped[int] = mapped_column(Integer, server_default=sql("0"))
     started_at: Mapped[datetime] = mapped_column(server_default=sql("now()"))
     last_heartbeat_at: Mapped[datetime] = mapped_column(server_default=sql("now()"))
     drain_requested_at: Mapped[datetime | None]

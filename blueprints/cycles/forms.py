@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
     DateField,
@@ -15,7 +16,14 @@ from wtforms import (
     TextAreaField,
 )
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, ValidationError
+from wtforms.validators import (
+    DataRequired,
+    InputRequired,
+    Length,
+    NumberRange,
+    Optional,
+    ValidationError,
+)
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from blueprints.inputs import as_id
@@ -158,3 +166,15 @@ class ReviewSubmissionForm(FlaskForm):
 
 class ActionForm(FlaskForm):
     """A button that changes state (activate, close, cancel): only the CSRF token."""
+
+
+class CalibrationForm(FlaskForm):
+    """An HR admin's calibration decision on a cycle waiting for it."""
+
+    decision = SelectField(
+        _l("Decision"),
+        choices=[SelectChoice("approve", _l("Approve: close the cycle and compile the report")),
+                 SelectChoice("send_back", _l("Send back with a comment"))],
+        validators=[InputRequired()],
+    )  # fmt: skip
+    comment = TextAreaField(_l("Comment"), validators=[Optional(), Length(max=2000)])

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import (
     Blueprint,
+    Response,
     abort,
     flash,
     jsonify,
@@ -16,6 +17,7 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -23,6 +25,7 @@ from blueprints.confirmation import ask, confirmed
 from blueprints.cycles import confirmations
 from blueprints.cycles.forms import (
     ActionForm,
+    CalibrationForm,
     CycleForm,
     ParticipantFilterForm,
     ParticipantsForm,
@@ -32,12 +35,15 @@ from blueprints.cycles.forms import (
 from blueprints.inputs import query_int
 from blueprints.links import query_args, this_page
 from blueprints.scoping import get_or_404, scoped
-from hr import delivery, directory, progress
+from console import workflow_actions
+from console.errors import ActionRefused
+from hr import delivery, directory, lifecycle, progress
 from hr.activation import activate_cycle
 from hr.cycles import cancel_cycle, change_participants, close_cycle, create_cycle, update_cycle
 from hr.errors import DomainError, NotFound, StateConflict
 from hr.reviews import by_cycle, generate_reviews, reviews_of_reviewer, submit_review
 from hr.wording import review_label
+from jobqueue.enqueue import psycopg_connection
 from models import Employee, Review, ReviewCycle, db
 from models.cycles import CycleStatus, ReviewStatus
 from models.people import Role
@@ -128,6 +134,60 @@ def cycle_detail(cycle_id: int) -> ResponseReturnValue:
         reviewees=progress.reviewee_progress(db.session, cycle),
         action_form=ActionForm(),
         confirmations=confirmations,
+        life=lifecycle.lifecycle_of(psycopg_connection(db.session), cycle.tenant_id, cycle.id),
+        calibration_form=CalibrationForm(),
+    )
+
+
+@bp.post("/cycles/<int:cycle_id>/calibration")
+@role_required(Role.HR_ADMIN)
+def cycle_calibrate(cycle_id: int) -> ResponseReturnValue:
+    """Approve the cycle's calibration, or send it back with a comment: an event to the
+    lifecycle's open calibration wait, audited; refused (late, twice) with a sentence."""
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    back = url_for("cycles.cycle_detail", cycle_id=cycle.id) + "#lifecycle"
+    form = CalibrationForm()
+    life = lifecycle.lifecycle_of(psycopg_connection(db.session), cycle.tenant_id, cycle.id)
+    if not form.validate() or life is None:
+        flash(_("Choose a decision; the cycle must have a lifecycle."), "error")
+        return redirect(back, 303)
+    key = request.form.get("key") or life["calibration_key"] or lifecycle.CALIBRATION
+    payload = {"approved": form.decision.data == "approve", "comment": form.comment.data or ""}
+    try:
+        message = workflow_actions.send(
+            db.session, current_user, life["execution"]["id"], cycle.tenant_id, key, payload
+        )
+    except ActionRefused as refusal:
+        db.session.rollback()
+        flash(str(refusal), "error")
+        return redirect(back, 303)
+    db.session.commit()
+    flash(message, "success")
+    return redirect(back, 303)
+
+
+@bp.get("/cycles/<int:cycle_id>/report")
+@role_required(*HR_READERS)
+def cycle_report(cycle_id: int) -> ResponseReturnValue:
+    """The results report as a printable page (404 until it is compiled)."""
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    report = lifecycle.report_of(psycopg_connection(db.session), cycle.tenant_id, cycle.id)
+    if report is None or report["state"] != "ready":
+        abort(404)
+    return render_template("cycles/cycle_report.html", cycle=cycle, report=report)
+
+
+@bp.get("/cycles/<int:cycle_id>/report.csv")
+@role_required(*HR_READERS)
+def cycle_report_csv(cycle_id: int) -> ResponseReturnValue:
+    cycle = get_or_404(ReviewCycle, cycle_id)
+    report = lifecycle.report_of(psycopg_connection(db.session), cycle.tenant_id, cycle.id)
+    if report is None or report["state"] != "ready":
+        abort(404)
+    return Response(
+        lifecycle.report_csv(report["rows"]),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f"attachment; filename=cycle-{cycle.id}-report.csv"},
     )
 
 

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, IntegerField, SelectField, SelectMultipleField, StringField
 from wtforms.fields.choices import SelectChoice
@@ -20,6 +21,20 @@ class ActionForm(FlaskForm):
     """One button acting on one target; ``next`` is the console page to come back to."""
 
     next = HiddenField()
+
+
+class RateLimitForm(FlaskForm):
+    """A queue's rate limit: at most ``limit`` starts per ``period``; no limit clears it."""
+
+    limit = IntegerField(_l("Starts"), validators=[Optional(), NumberRange(min=1, max=1_000_000)])
+    period = SelectField(
+        _l("per"),
+        choices=[
+            SelectChoice("second", _l("second")),
+            SelectChoice("minute", _l("minute")),
+            SelectChoice("hour", _l("hour")),
+        ],
+    )
 
 
 class FailureActionForm(FlaskForm):

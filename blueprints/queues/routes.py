@@ -3,6 +3,7 @@ and their graceful shutdown; the audit log."""
 
 from flask import abort, redirect, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -12,10 +13,14 @@ from blueprints.inputs import query_int
 from blueprints.links import query_args
 from blueprints.queues import bp, confirmations
 from blueprints.queues.common import OPERATORS, READERS, act, render_console, tenant_id
-from blueprints.queues.forms import ActionForm
+from blueprints.queues.forms import ActionForm, RateLimitForm
 from blueprints.scoping import chosen_tenant, scoped
 from console import actions, charts, figures, workers
+from console.errors import ActionRefused
+from console.formatting import PERIOD_NAMES
+from jobqueue.enqueue import psycopg_connection
 from models import AuditEntry, db
+from workflows.store import WorkflowInspector
 
 AUDIT_PAGE = 50
 
@@ -33,7 +38,10 @@ def index() -> ResponseReturnValue:
 def queue_overview() -> ResponseReturnValue:
     tenant = chosen_tenant(request.args.get("tenant"))
     overview = figures.overview(inspector(), tenant_id(tenant))
-    return render_console("queues/queue_overview.html", tenant, overview=overview)
+    workflow_counts = WorkflowInspector(psycopg_connection(db.session)).counts(tenant_id(tenant))
+    return render_console(
+        "queues/queue_overview.html", tenant, overview=overview, workflow_counts=workflow_counts
+    )
 
 
 @bp.get("/queues/<name>")
@@ -45,10 +53,17 @@ def queue_detail(name: str) -> ResponseReturnValue:
     overview = figures.overview(inspector(), tenant_id(tenant), queue=name)
     if window is None or not overview.queues:
         abort(404)
+    rate = inspector().queue_rate(name)
+    rate_form = RateLimitForm()
+    if rate is not None:
+        rate_form.period.data = PERIOD_NAMES.get(rate["rate_period_seconds"], "second")
     return render_console(
         "queues/queue_detail.html",
         tenant,
         queue=overview.queues[0],
+        tenants=inspector().queue_tenants(name, tenant_id(tenant)),
+        rate=rate,
+        rate_form=rate_form,
         window=window,
         windows=charts.WINDOWS,
         action_form=ActionForm(),
@@ -62,6 +77,24 @@ def queue_pause(name: str) -> ResponseReturnValue:
     back = url_for("queues.queue_detail", name=name)
     pause = confirmations.pause_queue(name)
     return act(lambda: actions.pause_queue(db.session, current_user, name), back, pause)
+
+
+@bp.post("/queues/<name>/rate-limit")
+@role_required(*OPERATORS)
+def queue_rate_limit(name: str) -> ResponseReturnValue:
+    back = url_for("queues.queue_detail", name=name)
+    form = RateLimitForm()
+
+    def set_limit() -> str:
+        if not form.validate():
+            raise ActionRefused(
+                _("The limit must be a whole number from 1 to 1,000,000, or empty.")
+            )
+        return actions.set_rate_limit(
+            db.session, current_user, name, form.limit.data, form.period.data
+        )
+
+    return act(set_limit, back)
 
 
 @bp.post("/queues/<name>/resume")

@@ -22,7 +22,7 @@
   that closed cycles' statistics still add up, but no longer point at anyone.
 
 Revision ID: 0016_privacy
-Revises: 0015_locale
+Revises: 0013_control
 Create Date: 2026-12-01
 """
 
@@ -31,7 +31,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0016_privacy"
-down_revision = "0015_locale"
+down_revision = "0013_control"
 branch_labels = None
 depends_on = None
 
@@ -44,8 +44,12 @@ ACTIONS = (
     "queue.resume",
     "worker.drain",
     "employees.import",
+    "workflow.event",
+    "workflow.cancel",
+    "workflow.resume",
+    "queue.rate_limit",
 )
-TARGETS = ("job", "failure_group", "queue", "worker", "employee_import")
+TARGETS = ("job", "failure_group", "queue", "worker", "employee_import", "workflow_execution")
 NEW_ACTIONS = (
     "employee.view",
     "employee.erase",

@@ -46,6 +46,7 @@ EXPECTED: dict[str, Expect] = {
     "queues.queue_detail": Expect(READERS, "?window=6h"),
     "queues.queue_pause": Expect(OPERATORS),
     "queues.queue_resume": Expect(OPERATORS),
+    "queues.queue_rate_limit": Expect(OPERATORS),
     "queues.job_list": Expect(READERS, "?state=dead&queue=default"),
     "queues.job_detail": Expect(READERS, tenant_bound=True),
     "queues.job_payload": Expect(READERS, tenant_bound=True),
@@ -221,7 +222,7 @@ def test_a_post_without_csrf_token_is_400_and_changes_nothing(
     client, _ = logged_in(app, world.users[Role.PLATFORM_ADMIN])
     before = state(conn)
     posts = [(endpoint, rule) for endpoint, method, rule in routes(app) if method == "POST"]
-    assert len(posts) == 10
+    assert len(posts) == 11
     for endpoint, rule in posts:
         response = client.post(url(rule, world.ours, endpoint), data={"max_id": 999999})
         assert response.status_code == 400, endpoint

@@ -132,7 +132,7 @@ def test_hr_admin_activates_once_then_gets_a_clear_refusal(
                         headers={"Accept": "application/json"})  # fmt: skip
     assert as_json.status_code == 409
     assert as_json.get_json()["error"].startswith("“Q3 <check>” cannot be activated")
-    assert scalar(conn, "SELECT count(*) FROM jobs") == 8
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE task = 'hr.notify_reviewer'") == 8
 
     closed = post_form(client, f"{detail}/close", CONFIRMED, token_from=detail,
                        follow_redirects=True)  # fmt: skip

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from console import search
 from jobqueue import enqueue
-from jobqueue.store import JobStore
+from jobqueue.store import AttemptResult, JobStore
 from models.people import Role
 from tests.support.db import job_row, scalar
 from tests.support.factories import (
@@ -105,6 +105,64 @@ def test_an_hr_admin_sees_only_their_tenant_without_a_tenant_filter(
     assert '<td class="num" data-field="available">1</td>' in page
     assert 'name="tenant"' not in page and "Workers</a>" not in page
     assert "Pause queue" not in client.get("/queues/mail").get_data(as_text=True)
+
+
+def test_a_queue_page_counts_waiting_and_running_jobs_per_tenant(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    for _ in range(3):
+        make_job(conn, queue="mail", tenant_id=people["acme"])
+    make_job(conn, queue="mail", tenant_id=people["acme"], delay=600)  # scheduled: not waiting
+    make_job(conn, queue="mail", tenant_id=people["globex"])
+    make_job(conn, queue="mail", tenant_id=people["globex"])
+    JobStore(conn).claim("mail", 1, "h:1:abc", 30)  # the oldest: one of acme's
+    rows = re.findall(
+        r'<tr><td>[^<]*<span class="muted">(\w+)</span></td><td class="num">(\d+)</td>'
+        r'<td class="num">(\d+)</td></tr>',
+        admin.get("/queues/mail").get_data(as_text=True),
+    )
+    assert rows == [("acme", "2", "1"), ("globex", "2", "0")]
+    own = client_for(app, people["acme_hr"]).get("/queues/mail").get_data(as_text=True)
+    assert "globex" not in own.split("data-queue-tenants")[1].split("</table>")[0]
+
+
+def test_a_platform_admin_sets_a_rate_limit_that_the_pages_show_and_the_claim_obeys(
+    app: Any, admin: Any, conn: Conn, people: dict[str, Any]
+) -> None:
+    waiting = make_job(conn, queue="mail", tenant_id=people["acme"])
+    for _ in range(9):
+        make_job(conn, queue="mail", tenant_id=people["acme"])
+    register_worker(conn, queue="mail")
+    assert "No rate limit." in admin.get("/queues/mail").get_data(as_text=True)
+    answer = flashed(
+        admin, post(admin, "/queues/mail/rate-limit", {"limit": "20", "period": "second"})
+    )
+    assert "Queue mail now starts at most 20 per second, from the next claim." in answer
+    assert "At most <strong>20 per second</strong>, across every worker" in answer
+    why = admin.get(f"/jobs/{waiting}").get_data(as_text=True)
+    assert "rate limited: 20 per second" in why
+    conn.execute(  # two tokens, and no time to refill: the claim takes two
+        "UPDATE queues SET rate_tokens = 2, rate_refilled_at = clock_timestamp() + interval '1 s'"
+    )
+    assert len(JobStore(conn).claim("mail", 10, "h:1:abc", 30)) == 2
+    refused = flashed(admin, post(admin, "/queues/mail/rate-limit", {"limit": "0"}))
+    assert "The limit must be a whole number from 1 to 1,000,000, or empty." in refused
+    cleared = flashed(
+        admin, post(admin, "/queues/mail/rate-limit", {"limit": "", "period": "second"})
+    )
+    assert "Queue mail has no rate limit now" in cleared and "No rate limit." in cleared
+    actions = [row[:3] for row in audit(conn)]
+    assert actions == [("queue.rate_limit", "queue", "mail")] * 2
+    assert [row[5]["limit"] for row in audit(conn)] == [20, None]
+    hr = client_for(app, people["acme_hr"])
+    assert hr.post("/queues/mail/rate-limit", data={"limit": "1"}).status_code in (
+        302,
+        303,
+        400,
+        403,
+    )
+    assert job_row(conn, waiting)["queue"] == "mail"
+    assert scalar(conn, "SELECT rate_limit FROM queues WHERE name = 'mail'") is None
 
 
 def test_a_queue_page_has_its_figures_graphs_and_a_window_choice(admin: Any, conn: Conn) -> None:
@@ -282,6 +340,27 @@ def test_cancel_run_now_and_discard(admin: Any, conn: Conn) -> None:
     refused = flashed(admin, post(admin, f"/jobs/{dead}/discard"))
     assert "only dead jobs can be discarded" in refused
     assert [row[0] for row in audit(conn)] == ["job.run_now", "job.cancel", "job.discard"]
+
+
+def test_cancel_a_running_job_asks_it_to_stop_and_is_audited(admin: Any, conn: Conn) -> None:
+    running = make_job(conn)
+    [claimed] = JobStore(conn).claim("default", 1, "h:1:abc", 30)
+    assert claimed.id == running
+    page = admin.get(f"/jobs/{running}").get_data(as_text=True)
+    assert f"/jobs/{running}/cancel" in page and "Ask it to stop" in page
+    answer = flashed(admin, post(admin, f"/jobs/{running}/cancel"))
+    assert f"Job {running} was asked to stop" in answer
+    assert "cancel requested" in answer, "the job page says why it still runs"
+    row = job_row(conn, running)
+    assert (row["state"], row["cancel_requested_at"] is not None) == ("running", True)
+    assert f"/jobs/{running}/cancel" not in answer, "asked once: no second button"
+    [(action, target, target_id, _, _, details)] = audit(conn)
+    assert (action, target, target_id) == ("job.cancel", "job", str(running))
+    assert details["was"] == "running"
+    JobStore(conn).finish([AttemptResult(claimed, "failed", "E: x", None, 1.0, 0.1)], "h:1:abc")
+    assert job_row(conn, running)["state"] == "cancelled"
+    refused = flashed(admin, post(admin, f"/jobs/{running}/cancel"))
+    assert "only waiting, scheduled or running jobs can be cancelled" in refused
 
 
 def test_scheduled_jobs_are_listed_soonest_first_and_run_now_comes_back_to_the_list(

@@ -170,7 +170,11 @@ def test_a_second_activation_waits_for_the_first_and_is_then_refused(
     reviewers = scalar(
         conn, "SELECT count(DISTINCT reviewer_id) FROM reviews WHERE cycle_id = %s", cycle.id
     )
-    assert scalar(conn, "SELECT count(*) FROM jobs") == reviewers == len(first.notifications)
+    notices = "SELECT count(*) FROM jobs WHERE task = 'hr.notify_reviewer'"
+    assert scalar(conn, notices) == reviewers == len(first.notifications)
+    # one lifecycle, started by the activation that won, with its one slice job
+    assert scalar(conn, "SELECT count(*) FROM workflow_executions") == 1
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue = 'workflows'") == 1
 
 
 def test_a_duplicate_notification_row_is_refused_by_the_unique_index(

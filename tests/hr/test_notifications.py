@@ -227,7 +227,7 @@ def test_two_simultaneous_activations_one_wins_one_is_refused_one_email_per_revi
         lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'succeeded'") == reviewers
     )
     assert len(smtp.messages) == reviewers
-    assert scalar(conn, "SELECT count(*) FROM jobs") == reviewers
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE queue <> 'workflows'") == reviewers
 
 
 def test_a_cycle_name_that_breaks_the_subject_kills_the_notice_at_the_first_attempt(

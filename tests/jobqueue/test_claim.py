@@ -110,3 +110,137 @@ def test_claim_uses_the_partial_index_beside_many_finished_jobs(conn: Conn) -> N
     assert "Sort" not in plan.split("Index Scan using jobs_claim_idx")[0].split("LockRows")[-1], (
         plan
     )
+
+
+# -- the fair claim (job_claim_fair) ------------------------------------------------------------
+
+
+def make_tenants(conn: Conn, count: int) -> list[int]:
+    return [
+        int(row[0])
+        for row in conn.execute(
+            "INSERT INTO tenants (slug, name) SELECT 't' || n, 'T' || n"
+            " FROM generate_series(1, %s) AS n RETURNING id",
+            (count,),
+        )
+    ]
+
+
+def test_the_fair_claim_shares_the_slots_between_tenants(conn: Conn) -> None:
+    """kills: fair-claim-no-share"""
+    big, small = make_tenants(conn, 2)
+    enqueue_many(conn, [JobRequest("noop", tenant_id=big)] * 500)
+    enqueue_many(conn, [JobRequest("noop", tenant_id=small)] * 20)
+    store = JobStore(conn)
+    for _ in range(2):
+        claimed = store.claim("default", 10, "w1", 30, fair=True)
+        assert sorted(job.tenant_id for job in claimed) == [big] * 5 + [small] * 5
+    unfair = store.claim("default", 10, "w1", 30)
+    assert {job.tenant_id for job in unfair} == {big}, "plain order: the older burst first"
+    claimed = store.claim("default", 40, "w1", 30, fair=True)
+    assert sorted(job.tenant_id for job in claimed).count(small) == 10, "all the small one has"
+
+
+def test_the_fair_claim_keeps_priorities_within_a_tenant(conn: Conn) -> None:
+    """kills: fair-claim-no-priority, fair-claim-takes-scheduled-jobs"""
+    [tenant] = make_tenants(conn, 1)
+    late = enqueue(conn, "noop", tenant_id=tenant, priority=5)
+    enqueue(conn, "noop", tenant_id=tenant, priority=-1, delay=3600)  # scheduled: invisible
+    urgent = enqueue(conn, "noop", tenant_id=tenant, priority=-1)
+    store = JobStore(conn)
+    assert [job.id for job in store.claim("default", 1, "w1", 30, fair=True)] == [urgent]
+    assert [job.id for job in store.claim("default", 5, "w1", 30, fair=True)] == [late]
+    assert store.claim("default", 5, "w1", 30, fair=True) == []
+
+
+def test_the_fair_claim_serves_every_tenant_in_turn_when_they_outnumber_the_slots(
+    conn: Conn,
+) -> None:
+    tenants = make_tenants(conn, 30)
+    enqueue_many(conn, [JobRequest("noop", tenant_id=t) for t in tenants for _ in range(10)])
+    store = JobStore(conn)
+    served: set[int] = set()
+    claims = 0
+    while served != set(tenants):
+        claimed = store.claim("default", 3, "w1", 30, fair=True)
+        assert len(claimed) == 3 and len({job.tenant_id for job in claimed}) == 3
+        served |= {job.tenant_id for job in claimed}
+        claims += 1
+        assert claims < 100, "the round starts at a random tenant: all are reached"
+
+
+def test_the_fair_claim_respects_a_pause(conn: Conn) -> None:
+    enqueue(conn, "noop")
+    store = JobStore(conn)
+    store.pause_queue("default", "test")
+    assert store.claim("default", 10, "w1", 30, fair=True) == []
+    store.resume_queue("default")
+    assert len(store.claim("default", 10, "w1", 30, fair=True)) == 1
+
+
+def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn) -> None:
+    tenants = make_tenants(conn, 3)
+    conn.execute(
+        """
+        INSERT INTO jobs (tenant_id, queue, task, state, attempt, finished_at)
+        SELECT 1, 'default', 'noop', 'succeeded', 1, now() FROM generate_series(1, 100000)
+        """
+    )
+    enqueue_many(conn, [JobRequest("noop", tenant_id=t) for t in tenants for _ in range(50)])
+    conn.execute("ANALYZE jobs")
+    sql = JobStore(conn)._queries["job_claim_fair"].sql
+    params = {"queue": "default", "limit": 10, "worker": "w1", "lease_seconds": 30}
+    with conn.transaction():
+        plan = "\n".join(
+            row[0]
+            for row in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)  # type: ignore[operator]
+        )
+        conn.execute("ROLLBACK")  # EXPLAIN ANALYZE ran the update; undo it
+    assert "Seq Scan on jobs" not in plan, plan
+    assert "Bitmap" not in plan, plan
+    scans = [line for line in plan.splitlines() if " on jobs" in line and "Scan" in line]
+    assert scans and all("jobs_claim_tenant_idx" in line or "jobs_pkey" in line for line in scans)
+    assert any("jobs_claim_tenant_idx on jobs next" in line for line in scans), plan
+
+
+# -- rate limits: the token bucket in the queue's row ------------------------------------------
+
+
+def test_a_rate_limited_queue_claims_only_the_tokens_its_bucket_holds(conn: Conn) -> None:
+    """kills: claim-ignores-rate-limit, rate-bucket-not-spent"""
+    enqueue_many(conn, [JobRequest("noop")] * 100)
+    store = JobStore(conn)
+    store.set_rate_limit("default", 40, 60.0, "test")  # 40 a minute: 2/3 of a token a second
+    for fair in (False, True):
+        conn.execute(
+            "UPDATE queues SET rate_tokens = 0,"
+            " rate_refilled_at = clock_timestamp() - interval '6.5 s'"
+        )
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 4  # 4.33 tokens
+        assert store.claim("default", 50, "w1", 30, fair=fair) == [], "the bucket is spent"
+        conn.execute("UPDATE queues SET rate_refilled_at = clock_timestamp() - interval '1 h'")
+        assert len(store.claim("default", 50, "w1", 30, fair=fair)) == 10, "a quarter at most"
+    store.set_rate_limit("default", None, 1.0, None)
+    assert len(store.claim("default", 50, "w1", 30)) == 50, "no limit: the slots asked for"
+    store.set_rate_limit("default", 3, 60.0, "test")
+    conn.execute("UPDATE queues SET rate_refilled_at = clock_timestamp() - interval '1 h'")
+    assert len(store.claim("default", 50, "w1", 30)) == 1, "a bucket holds one at least"
+    # A claim that waited for the lock behind a later refill counts no time, never less than 0.
+    conn.execute(
+        "UPDATE queues SET rate_tokens = 0.5, rate_refilled_at = clock_timestamp() + interval '1 s'"
+    )
+    assert store.claim("default", 50, "w1", 30) == []
+    assert scalar(conn, "SELECT rate_tokens FROM queues WHERE name = 'default'") == 0.5
+
+
+def test_the_claim_of_an_unlimited_queue_locks_no_queue_row(conn: Conn, database_url: str) -> None:
+    enqueue_many(conn, [JobRequest("noop")] * 5)
+    store = JobStore(conn)
+    store.pause_queue("default", "test")
+    store.resume_queue("default")  # the queue has a row, without a limit
+    with psycopg.connect(database_url) as holder:
+        holder.execute("SELECT * FROM queues WHERE name = 'default' FOR UPDATE")
+        conn.execute("SET lock_timeout = '500ms'")
+        assert len(store.claim("default", 2, "w1", 30)) == 2
+        assert len(store.claim("default", 2, "w1", 30, fair=True)) == 2
+        conn.execute("RESET lock_timeout")

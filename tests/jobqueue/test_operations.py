@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from jobqueue import JobStore, OperationRefused, enqueue
+from jobqueue.store import AttemptResult
 from tests.jobqueue.test_leases import failure
 from tests.support.db import attempt_rows, job_row, scalar
 
@@ -47,15 +48,28 @@ def test_requeue_is_refused_while_a_live_job_holds_the_unique_key(conn: Conn) ->
     assert job_row(conn, dead)["state"] == "dead"
 
 
-def test_cancel_a_scheduled_job_but_not_a_running_one(conn: Conn) -> None:
+def test_cancel_a_scheduled_job_at_once_and_ask_a_running_one_to_stop(conn: Conn) -> None:
     store = JobStore(conn)
     scheduled = enqueue(conn, "noop", delay=600)
     running = enqueue(conn, "noop")
-    store.claim("default", 5, "w1", 30)
-    assert store.cancel(scheduled) is True
-    assert store.cancel(running) is False
+    [claimed] = store.claim("default", 5, "w1", 30)
+    assert store.cancel(scheduled) == "cancelled"
+    assert store.cancel(running) == "running"
     assert job_row(conn, scheduled)["state"] == "cancelled"
+    assert job_row(conn, scheduled)["cancel_requested_at"] is None
+    asked_at = job_row(conn, running)["cancel_requested_at"]
+    assert asked_at is not None
+    assert store.cancel(running) == "running"
+    assert job_row(conn, running)["cancel_requested_at"] == asked_at, "the first request holds"
+    assert store.extend_leases([(running, claimed.attempt)], "w1", 30) == {
+        (running, claimed.attempt): "cancel_requested"
+    }
     assert store.requeue(scheduled, 5) is True
+    store.finish([AttemptResult(claimed, "failed", "E: x", None, 1.0, 0.1)], "w1")
+    assert job_row(conn, running)["state"] == "cancelled", "asked to cancel: no retry"
+    assert store.cancel(running) is None
+    assert store.requeue(running, 5) is True
+    assert job_row(conn, running)["cancel_requested_at"] is None
 
 
 def test_run_now_makes_a_scheduled_job_visible(conn: Conn) -> None:

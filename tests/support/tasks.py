@@ -1,5 +1,6 @@
 """Tasks the process tests run inside worker.py."""
 
+import socket
 import time
 
 from jobqueue import JobContext, PermanentError, RetryPolicy, task
@@ -105,3 +106,51 @@ def raises_huge_traceback() -> None:
         raise LookupError("t" * 2_000_000)
     except LookupError as cause:
         raise ValueError("small message, huge traceback") from cause
+
+
+HANG_RETRY = RetryPolicy(max_attempts=3, base_seconds=0.2, factor=2.0, cap_seconds=0.5)
+
+
+@task("hangs_on_socket", pass_context=True, timeout=2, retry=HANG_RETRY)
+def hangs_on_socket(ctx: JobContext, port: int) -> None:
+    """Note the start, then wait forever for a reply from a server that never answers."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    with socket.create_connection(("127.0.0.1", port)) as peer:
+        peer.recv(1)
+
+
+@task("watches_its_deadline", pass_context=True)
+def watches_its_deadline(ctx: JobContext) -> None:
+    """Record what the context says of the deadline, in `runs` (worker column)."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO runs (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, f"{ctx.deadline.isoformat()} {ctx.remaining():.3f}"),
+        )
+
+
+@task("stops_when_asked", pass_context=True, timeout=30)
+def stops_when_asked(ctx: JobContext) -> None:
+    """Note the start, then work in small steps until asked to cancel (a cooperative task)."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    while not ctx.cancel_requested:
+        time.sleep(0.02)
+
+
+@task("ignores_cancel", pass_context=True, timeout=2)
+def ignores_cancel(ctx: JobContext) -> None:
+    """Note the start, then sleep without ever looking at ``ctx.cancel_requested``."""
+    with ctx.connection() as connection:
+        connection.execute(
+            "INSERT INTO started (job_id, attempt, worker) VALUES (%s, %s, %s)",
+            (ctx.job_id, ctx.attempt, ctx.worker),
+        )
+    time.sleep(60)

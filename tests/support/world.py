@@ -57,7 +57,15 @@ def build_world(app: Any, conn: psycopg.Connection[Any]) -> World:
     notice = scalar(
         conn, "SELECT min(id) FROM jobs WHERE payload->>'cycle_id' = %s", str(active.id)
     )
+    execution = scalar(
+        conn,
+        "WITH e AS (INSERT INTO workflow_executions (tenant_id, name, status) VALUES (%s,"
+        " 'approval', 'waiting') RETURNING id) INSERT INTO workflow_waits (execution_id, step_id,"
+        " kind, key) SELECT id, 1, 'event', 'approval' FROM e RETURNING execution_id",
+        tenant_id,
+    )  # a workflow execution waiting on an approval
     arguments = {
+        "execution_id": [execution],
         "cycle_id": [draft.id, active.id],
         "employee_id": [users[Role.EMPLOYEE].employee_id],
         "export_id": [export.id],

@@ -1,0 +1,14 @@
+"""Pauta's bare runner with fair shares between tenants off (``fair_tenants = false``): the claim
+takes jobs in plain (priority, available_at, id) order, as before fair shares existed. The
+benchmark compares the default runner (fair shares on) and bench.pauta_limited with it."""
+
+from bench.pauta_system import Peer as BareRunnerPeer
+from bench.pauta_system import run_runner
+
+
+class Peer(BareRunnerPeer):
+    name = "pauta-fifo"
+
+
+if __name__ == "__main__":
+    run_runner(fair_tenants=False)

@@ -1,0 +1,201 @@
+"""Two-step no-op workflows: Pauta against DBOS Transact, same run, same server (issue 11).
+
+    .venv-bench/bin/python -m devtools.database .venv-bench/bin/python -m bench.workflows \\
+        [--workflows 2000] [--json FILE]
+
+Each system gets a fresh database on the server named by DATABASE_URL and runs N workflows of
+two no-op steps, started one per transaction by a producer while its workers run:
+
+* Pauta: ``start_workflow`` (tests/support/workflows.py ``two_noops``) into one ``worker.py
+  --single --queues workflows=T`` process; also, for scale, N no-op jobs (``noop``) drained by
+  the same worker settings.
+* DBOS Transact: ``Queue.enqueue`` of a ``@DBOS.workflow`` calling two ``@DBOS.step``s, in
+  the one process that also executes them (DBOS's queue with its defaults: 1 s polling).
+
+Reported: workflows per second from the first start to the last completion, and the
+step-to-step latency (the second step's completion minus the first's, from each system's own
+step table), p50 and p99.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def url_for(database: str) -> str:
+    return make_url(SERVER).set(database=database).render_as_string(hide_password=False)
+
+
+def fresh_database(name: str) -> str:
+    with psycopg.connect(url_for("postgres"), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    return url_for(name)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def wait_for(conn: psycopg.Connection[Any], sql: str, expected: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(sql).fetchone()
+        if row is not None and row[0] >= expected:
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"{sql!r} did not reach {expected}")
+
+
+def start_worker(url: str, threads: int) -> tuple[subprocess.Popen[str], float]:
+    """worker.py on the workflows queue (its log read, and dropped, by a thread); returns it and
+    the time it said it was ready."""
+    worker = subprocess.Popen(
+        [sys.executable, "worker.py", "--single", "--tasks", "tests.support.workflows",
+         "--queues", f"workflows={threads}"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": url},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    ready = threading.Event()
+
+    def read() -> None:
+        assert worker.stderr is not None
+        for line in worker.stderr:
+            if "ready; queues" in line:
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(60):
+        raise RuntimeError("worker.py did not start")
+    return worker, time.perf_counter()
+
+
+def stop(worker: subprocess.Popen[str]) -> None:
+    worker.terminate()
+    worker.wait(60)
+
+
+def pauta(workflows: int, threads: int) -> dict[str, Any]:
+    import tests.support.workflows  # noqa: F401 - registers two_noops
+    from bench.chaos import migrate
+    from jobqueue import JobRequest, enqueue_many
+    from workflows import start_workflow
+
+    url = fresh_database("bench_pauta_workflows")
+    migrate(url)
+    result: dict[str, Any] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.transaction():  # started untimed, then drained: the drain is what is timed
+            for _ in range(workflows):
+                start_workflow(conn, "two_noops")
+        worker, ready = start_worker(url, threads)
+        wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
+                 workflows, 600)  # fmt: skip
+        elapsed = time.perf_counter() - ready
+        stop(worker)
+        gaps = [
+            row[0] * 1000
+            for row in conn.execute(
+                "SELECT extract(epoch FROM b.finished_at - a.finished_at)::float8"
+                " FROM operation_outputs a JOIN operation_outputs b"
+                " ON b.execution_id = a.execution_id AND b.step_id = 1 WHERE a.step_id = 0"
+            )
+        ]
+        result["workflows_per_second"] = workflows / elapsed
+        result["step_latency_ms_p50"] = statistics.median(gaps)
+        result["step_latency_ms_p99"] = percentile(gaps, 0.99)
+        # The same worker settings draining as many no-op jobs.
+        enqueue_many(conn, [JobRequest("noop", queue="workflows") for _ in range(workflows)])
+        worker, ready = start_worker(url, threads)
+        wait_for(conn, "SELECT count(*) FROM jobs WHERE task = 'noop' AND state = 'succeeded'",
+                 workflows, 600)  # fmt: skip
+        result["noop_jobs_per_second"] = workflows / (time.perf_counter() - ready)
+        stop(worker)
+    return result
+
+
+def dbos(workflows: int, threads: int) -> dict[str, Any]:
+    url = fresh_database("bench_dbos_workflows")
+    script = f"""
+import time
+from dbos import DBOS
+DBOS(config={{"name": "bench", "system_database_url": {url!r}}})
+
+@DBOS.step()
+def noop() -> None:
+    return None
+
+@DBOS.workflow()
+def two_noops() -> None:
+    noop()
+    noop()
+
+DBOS.launch()
+queue = DBOS.register_queue("bench")
+started = time.perf_counter()
+handles = [queue.enqueue(two_noops) for _ in range({workflows})]
+for handle in handles:
+    handle.get_result()
+print(time.perf_counter() - started, flush=True)
+DBOS.destroy()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=1200, cwd="/tmp")  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    elapsed = float(done.stdout.strip().splitlines()[-1])
+    with psycopg.connect(url, autocommit=True) as conn:
+        gaps = [
+            float(row[0])
+            for row in conn.execute(
+                "SELECT b.completed_at_epoch_ms - a.completed_at_epoch_ms"
+                " FROM dbos.operation_outputs a JOIN dbos.operation_outputs b"
+                " ON b.workflow_uuid = a.workflow_uuid AND b.function_id = 2"
+                " WHERE a.function_id = 1"
+            )
+        ]
+    from importlib.metadata import version
+
+    return {
+        "version": version("dbos"),
+        "workflows_per_second": workflows / elapsed,
+        "step_latency_ms_p50": statistics.median(gaps) if gaps else None,
+        "step_latency_ms_p99": percentile(gaps, 0.99) if gaps else None,
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench.workflows", description=__doc__)
+    parser.add_argument("--workflows", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--only", choices=("pauta", "dbos"))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {"workflows": args.workflows, "threads": args.threads}
+    if args.only != "dbos":
+        results["pauta"] = pauta(args.workflows, args.threads)
+    if args.only != "pauta":
+        results["dbos"] = dbos(args.workflows, args.threads)
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+-- The workflow engine's SQL, one named statement per act; WorkflowStore runs them, nothing else in
+-- workflows/ writes SQL. Time comes from now(), the database clock.
+--
+-- Lock order, everywhere: the workflow_executions row first (FOR NO KEY UPDATE, which lets
+-- inserts of rows referencing it through), then its wait rows,
+-- then its job row. A slice, send_event, cancel and resume all follow it, so none can wait on
+-- another in a cycle, and an event cannot slip between a wait being written and the slice that
+-- wrote it letting go (the lost-wakeup race).
+--
+-- Each block starts with "-- name: <name>" and a one-line purpose.
+
+-- name: execution_insert
+-- Insert an execution, or return nothing when an unfinished one holds the idempotency key.
+INSERT INTO workflow_executions (tenant_id, name, version, input, idempotency_key, parent_id,
+                                 trace_context)
+VALUES (coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
+        %(name)s, %(version)s, %(input)s::jsonb, %(idempotency_key)s, %(parent_id)s,
+        %(trace_context)s::jsonb)
+ON CONFLICT (tenant_id, name, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND finished_at IS NULL
+DO NOTHING
+RETURNING id, tenant_id
+
+-- name: execution_find_unfinished_by_key
+-- The unfinished execution holding an idempotency key, with its input.
+SELECT id, tenant_id, input
+FROM workflow_executions
+WHERE tenant_id = coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system'))
+  AND name = %(name)s
+  AND idempotency_key = %(idempotency_key)s
+  AND finished_at IS NULL
+
+-- name: execution_get
+-- One execution's row.
+SELECT id, tenant_id, name, version, input, status, output, error, idempotency_key, parent_id,
+       trace_context, created_at, updated_at, finished_at
+FROM workflow_executions
+WHERE id = %(id)s
+
+-- name: execution_lock
+-- Lock one execution for an act on it (the first lock of every act: see the lock order).
+SELECT id, tenant_id, name, status
+FROM workflow_executions
+WHERE id = %(id)s
+FOR NO KEY UPDATE
+
+-- name: slice_begin
+-- Start a slice: mark the execution running if this job still holds its lease; returns the
+-- status the execution had (a finished one is left alone).
+WITH fence AS (
+    SELECT 1 FROM jobs
+    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+    FOR SHARE
+), before AS (
+    SELECT id, status FROM workflow_executions WHERE id = %(id)s FOR NO KEY UPDATE
+)
+UPDATE workflow_executions AS e
+SET status = CASE WHEN e.status IN ('pending', 'waiting') THEN 'running' ELSE e.status END,
+    updated_at = now()
+FROM before
+WHERE e.id = before.id AND EXISTS (SELECT 1 FROM fence)
+RETURNING before.status
+
+-- name: step_guard
+-- At a step boundary: lock the execution, then the slice's job; returns the execution's status
+-- and whether the job is still this slice's (no row: the execution is gone).
+SELECT e.status,
+       EXISTS (SELECT 1 FROM jobs
+               WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+               FOR SHARE) AS fenced
+FROM workflow_executions AS e
+WHERE e.id = %(execution_id)s
+FOR NO KEY UPDATE OF e
+
+-- name: step_list
+-- The steps an execution has recorded, in order (what a replay returns instead of running).
+SELECT step_id, name, kind, output, error, attempts
+FROM operation_outputs
+WHERE execution_id = %(execution_id)s
+ORDER BY step_id
+
+-- name: step_record
+-- Checkpoint one step's result; no row back means the step was recorded before (keep that one).
+INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
+                               started_at, finished_at)
+VALUES (%(execution_id)s, %(step_id)s, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
+        %(attempts)s, coalesce(%(started_at)s::timestamptz, now()), now())
+ON CONFLICT (execution_id, step_id) DO NOTHING
+RETURNING output
+
+-- name: step_get
+-- One recorded step (what a checkpoint that lost the conflict returns instead).
+SELECT step_id, name, kind, output, error, attempts
+FROM operation_outputs
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+
+-- name: wait_get
+-- The wait an execution wrote at one step position, if any, and whether it is due.
+SELECT kind, key, wake_at, satisfied_at, outcome, payload, decided_by,
+       wake_at IS NOT NULL AND wake_at <= now() AS due
+FROM workflow_waits
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+
+-- name: wait_insert
+-- Write a wait (sleep: key NULL; event: its key); returns its wake time, computed by the database.
+INSERT INTO workflow_waits (execution_id, step_id, kind, key, wake_at)
+VALUES (%(execution_id)s, %(step_id)s, %(kind)s, %(key)s,
+        CASE WHEN %(seconds)s::float8 IS NOT NULL
+             THEN now() + make_interval(secs => %(seconds)s::float8)
+             ELSE %(until)s::timestamptz END)
+RETURNING wake_at
+
+-- name: wait_close
+-- Close an open wait with an outcome ('woke', 'timeout' or 'cancelled').
+UPDATE workflow_waits
+SET satisfied_at = now(), outcome = %(outcome)s
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s AND satisfied_at IS NULL
+
+-- name: execution_suspend
+-- Park an execution on a wait: set it waiting and finish the slice's job as succeeded (its
+-- attempt row written like job_finish writes it), fenced by the job's (id, attempt, locked_by).
+-- Returns the job's tenant, or nothing when the lease was lost.
+WITH parked AS (
+    UPDATE workflow_executions
+    SET status = 'waiting', updated_at = now()
+    WHERE id = %(execution_id)s
+), finished AS (
+    UPDATE jobs
+    SET state = 'succeeded', finished_at = now(), locked_by = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+    RETURNING id, tenant_id, attempt, started_at
+), history AS (
+    INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
+                              duration)
+    SELECT id, attempt, %(worker)s, started_at, now(), 'succeeded', now() - started_at
+    FROM finished
+)
+SELECT tenant_id FROM finished
+
+-- name: execution_finish
+-- End an execution: succeeded with its output, or failed with its error.
+UPDATE workflow_executions
+SET status = %(status)s, output = %(output)s::jsonb, error = %(error)s,
+    updated_at = now(), finished_at = now()
+WHERE id = %(execution_id)s
+
+-- name: event_wait_find
+-- The latest wait on an event key of an execution, and whether its timeout has passed.
+SELECT step_id, wake_at, satisfied_at, outcome, decided_by,
+       wake_at IS NOT NULL AND wake_at <= now() AS due
+FROM workflow_waits
+WHERE execution_id = %(execution_id)s AND kind = 'event' AND key = %(key)s
+ORDER BY step_id DESC
+LIMIT 1
+
+-- name: event_satisfy
+-- Satisfy an open, not yet timed-out event wait; no row back means it was not open any more.
+UPDATE workflow_waits
+SET satisfied_at = now(), outcome = 'event', payload = %(payload)s::jsonb,
+    decided_by = %(decided_by)s
+WHERE execution_id = %(execution_id)s AND step_id = %(step_id)s
+  AND satisfied_at IS NULL AND (wake_at IS NULL OR wake_at > now())
+RETURNING satisfied_at
+
+-- name: slice_job_wake
+-- Make an execution's waiting slice job visible now and wake the workflows queue's workers;
+-- returns the job's id (no row: it has no waiting job, and one must be enqueued).
+UPDATE jobs
+SET available_at = now()
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND state = 'available'
+RETURNING id, pg_notify('pauta_jobs', queue)
+
+-- name: slice_job_cancel
+-- Cancel an execution's waiting slice job (a running one finds the execution cancelled).
+UPDATE jobs
+SET state = 'cancelled', finished_at = now()
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND state = 'available'
+
+-- name: execution_cancel
+-- Cancel an unfinished execution and close its open waits.
+WITH closed AS (
+    UPDATE workflow_waits
+    SET satisfied_at = now(), outcome = 'cancelled'
+    WHERE execution_id = %(execution_id)s AND satisfied_at IS NULL
+)
+UPDATE workflow_executions
+SET status = 'cancelled', updated_at = now(), finished_at = now()
+WHERE id = %(execution_id)s AND finished_at IS NULL
+
+-- name: execution_resume
+-- Take a failed execution back to pending, forgetting its failed step so a replay runs it again;
+-- returns the failed step's id, name and error (no step: the workflow code itself raised).
+WITH forgotten AS (
+    DELETE FROM operation_outputs
+    WHERE execution_id = %(execution_id)s AND error IS NOT NULL
+    RETURNING step_id, name, error
+), resumed AS (
+    UPDATE workflow_executions
+    SET status = 'pending', error = NULL, updated_at = now(), finished_at = NULL
+    WHERE id = %(execution_id)s AND status = 'failed'
+)
+SELECT step_id, name, error FROM forgotten
+
+-- name: wait_list_unrecorded
+-- The waits an execution wrote whose step has no output yet (a replay must reach them as waits).
+SELECT w.step_id, w.kind, w.key
+FROM workflow_waits AS w
+WHERE w.execution_id = %(execution_id)s
+  AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
+                  WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id)
+
+-- name: console_execution_list
+-- One keyset page of executions, newest first, each with its open wait (if waiting).
+SELECT e.id, e.tenant_id, t.slug AS tenant, e.name, e.status, e.created_at, e.updated_at,
+       e.finished_at, e.error, w.kind AS wait_kind, w.key AS wait_key, w.wake_at,
+       w.created_at AS waiting_since
+FROM workflow_executions AS e
+JOIN tenants AS t ON t.id = e.tenant_id
+LEFT JOIN workflow_waits AS w ON w.execution_id = e.id AND w.satisfied_at IS NULL
+WHERE (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(name)s::text IS NULL OR e.name = %(name)s::text)
+  AND (%(waiting_on)s::text IS NULL
+       OR (w.execution_id IS NOT NULL AND coalesce(w.key, 'sleep') = %(waiting_on)s::text))
+  AND (%(started_from)s::timestamptz IS NULL OR e.created_at >= %(started_from)s::timestamptz)
+  AND (%(started_to)s::timestamptz IS NULL OR e.created_at < %(started_to)s::timestamptz)
+  AND (%(before)s::bigint IS NULL OR e.id < %(before)s::bigint)
+ORDER BY e.id DESC
+LIMIT %(limit)s
+
+-- name: console_execution_detail
+-- One execution with its tenant's slug, if the reader's tenant (NULL: any) owns it.
+SELECT e.id, e.tenant_id, t.slug AS tenant, e.name, e.version, e.input, e.status, e.output,
+       e.error, e.idempotency_key, e.parent_id, e.created_at, e.updated_at, e.finished_at
+FROM workflow_executions AS e
+JOIN tenants AS t ON t.id = e.tenant_id
+WHERE e.id = %(id)s AND (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+
+-- name: console_execution_steps
+-- An execution's step timeline: each recorded step with a preview of its output.
+SELECT step_id, name, kind, attempts, started_at, finished_at,
+       extract(epoch FROM finished_at - started_at)::float8 AS seconds,
+       left(output::text, %(preview)s) AS output_preview, error
+FROM operation_outputs
+WHERE execution_id = %(id)s
+ORDER BY step_id
+
+-- name: console_execution_waits
+-- An execution's waits, open or over, in step order.
+SELECT step_id, kind, key, wake_at, satisfied_at, outcome, left(payload::text, %(preview)s)
+       AS payload_preview, decided_by, created_at
+FROM workflow_waits
+WHERE execution_id = %(id)s
+ORDER BY step_id
+
+-- name: console_execution_jobs
+-- The slice jobs of an execution (where their attempts and traces are), newest first.
+SELECT id, state, attempt, available_at, finished_at
+FROM jobs
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s AND queue = 'workflows'
+ORDER BY id DESC
+LIMIT 20
+
+-- name: console_workflow_counts
+-- Executions by status, and the oldest open wait of a waiting one, for a tenant (NULL: all).
+SELECT (SELECT coalesce(jsonb_object_agg(status, executions), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS executions
+              FROM workflow_executions
+              WHERE %(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint
+              GROUP BY status) AS counted) AS by_status,
+       oldest.execution_id AS oldest_waiting_id, oldest.key AS oldest_waiting_key,
+       oldest.created_at AS oldest_waiting_since
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT w.execution_id, coalesce(w.key, 'sleep') AS key, w.created_at
+    FROM workflow_waits AS w
+    JOIN workflow_executions AS e ON e.id = w.execution_id
+    WHERE w.satisfied_at IS NULL AND e.status = 'waiting'
+      AND (%(tenant_id)s::bigint IS NULL OR e.tenant_id = %(tenant_id)s::bigint)
+    ORDER BY w.created_at
+    LIMIT 1
+) AS oldest ON true

@@ -1,0 +1,289 @@
+"""WorkflowStore: runs the named statements of workflows/queries.sql on one psycopg connection.
+
+Like the engine's JobStore it never commits: whoever owns the connection owns the transaction.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from jobqueue.queries import Query, parse
+
+
+def slice_key(execution_id: int) -> str:
+    """The unique key of an execution's slice job: one waiting or running job per execution."""
+    return f"workflow:{execution_id}"
+
+
+@cache
+def all_queries() -> dict[str, Query]:
+    return parse(resources.files("workflows").joinpath("queries.sql").read_text())
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """One checkpointed step as operation_outputs holds it."""
+
+    step_id: int
+    name: str
+    kind: str
+    output: Any
+    error: str | None
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who runs a slice: its job's (id, attempt) and the worker holding the lease."""
+
+    job_id: int
+    attempt: int
+    worker: str
+
+    def params(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "attempt": self.attempt, "worker": self.worker}
+
+
+class WorkflowStore:
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+        self._queries = all_queries()
+
+    def _execute(self, name: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
+        return self.connection.execute(self._queries[name].sql, params)
+
+    def _row(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        with self.connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(self._queries[name].sql, params)
+            return cursor.fetchone()
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def insert_execution(
+        self,
+        name: str,
+        version: int,
+        input_json: str,
+        tenant_id: int | None,
+        idempotency_key: str | None,
+        parent_id: int | None,
+        trace_context: str | None,
+    ) -> tuple[int, int] | None:
+        params = {
+            "name": name,
+            "version": version,
+            "input": input_json,
+            "tenant_id": tenant_id,
+            "idempotency_key": idempotency_key,
+            "parent_id": parent_id,
+            "trace_context": trace_context,
+        }
+        row = self._execute("execution_insert", params).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def find_unfinished(
+        self, name: str, tenant_id: int | None, idempotency_key: str
+    ) -> tuple[int, int, Any] | None:
+        params = {"name": name, "tenant_id": tenant_id, "idempotency_key": idempotency_key}
+        row = self._execute("execution_find_unfinished_by_key", params).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]), row[2])
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get(self, execution_id: int) -> dict[str, Any] | None:
+        return self._row("execution_get", {"id": execution_id})
+
+    def lock(self, execution_id: int) -> dict[str, Any] | None:
+        return self._row("execution_lock", {"id": execution_id})
+
+    def steps(self, execution_id: int) -> list[Recorded]:
+        rows = self._execute("step_list", {"execution_id": execution_id})
+        return [Recorded(*row) for row in rows]
+
+    def unrecorded_waits(self, execution_id: int) -> dict[int, tuple[str, str | None]]:
+        """{step id: (kind, key)} of the waits whose step has no output yet."""
+        rows = self._execute("wait_list_unrecorded", {"execution_id": execution_id})
+        return {int(row[0]): (row[1], row[2]) for row in rows}
+
+    def step(self, execution_id: int, step_id: int) -> Recorded:
+        row = self._execute("step_get", {"execution_id": execution_id, "step_id": step_id})
+        found = row.fetchone()
+        if found is None:
+            raise LookupError(f"execution {execution_id} has no step {step_id}")
+        return Recorded(*found)
+
+    # -- a slice -------------------------------------------------------------------------------
+
+    def begin_slice(self, execution_id: int, fence: Fence) -> str | None:
+        """Mark the execution running; its status before, or None when the lease was lost."""
+        row = self._execute("slice_begin", {"id": execution_id, **fence.params()}).fetchone()
+        return None if row is None else str(row[0])
+
+    def guard(self, execution_id: int, fence: Fence) -> tuple[str, bool]:
+        """Lock the execution and the slice's job; (status, still this slice's job)."""
+        row = self._execute("step_guard", {"execution_id": execution_id, **fence.params()})
+        found = row.fetchone()
+        if found is None:
+            return "gone", False
+        return str(found[0]), bool(found[1])
+
+    def record(
+        self,
+        execution_id: int,
+        step_id: int,
+        name: str,
+        kind: str,
+        output: Any,
+        error: str | None,
+        attempts: int,
+        started_at: datetime | None,
+    ) -> bool:
+        """Checkpoint a step; False when it was recorded before (the stored row stands)."""
+        params = {
+            "execution_id": execution_id,
+            "step_id": step_id,
+            "name": name,
+            "kind": kind,
+            "output": None if error is not None else Jsonb(output),
+            "error": error,
+            "attempts": attempts,
+            "started_at": started_at,
+        }
+        return self._execute("step_record", params).fetchone() is not None
+
+    def wait(self, execution_id: int, step_id: int) -> dict[str, Any] | None:
+        return self._row("wait_get", {"execution_id": execution_id, "step_id": step_id})
+
+    def insert_wait(
+        self,
+        execution_id: int,
+        step_id: int,
+        kind: str,
+        key: str | None,
+        seconds: float | None,
+        until: datetime | None,
+    ) -> datetime | None:
+        params = {
+            "execution_id": execution_id,
+            "step_id": step_id,
+            "kind": kind,
+            "key": key,
+            "seconds": seconds,
+            "until": until,
+        }
+        row = self._execute("wait_insert", params).fetchone()
+        return None if row is None else row[0]
+
+    def close_wait(self, execution_id: int, step_id: int, outcome: str) -> None:
+        params = {"execution_id": execution_id, "step_id": step_id, "outcome": outcome}
+        self._execute("wait_close", params)
+
+    def suspend(self, execution_id: int, fence: Fence) -> int | None:
+        """Set the execution waiting and finish the slice's job; its tenant, None if lost."""
+        row = self._execute(
+            "execution_suspend", {"execution_id": execution_id, **fence.params()}
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def finish(self, execution_id: int, status: str, output: Any, error: str | None) -> None:
+        params = {
+            "execution_id": execution_id,
+            "status": status,
+            "output": None if status != "succeeded" else Jsonb(output),
+            "error": error,
+        }
+        self._execute("execution_finish", params)
+
+    # -- events, cancel, resume ----------------------------------------------------------------
+
+    def event_wait(self, execution_id: int, key: str) -> dict[str, Any] | None:
+        return self._row("event_wait_find", {"execution_id": execution_id, "key": key})
+
+    def satisfy(
+        self, execution_id: int, step_id: int, payload: Any, decided_by: str | None
+    ) -> bool:
+        params = {
+            "execution_id": execution_id,
+            "step_id": step_id,
+            "payload": Jsonb(payload),
+            "decided_by": decided_by,
+        }
+        return self._execute("event_satisfy", params).fetchone() is not None
+
+    def wake_job(self, tenant_id: int, unique_key: str) -> bool:
+        params = {"tenant_id": tenant_id, "unique_key": unique_key}
+        return self._execute("slice_job_wake", params).fetchone() is not None
+
+    def cancel_job(self, tenant_id: int, unique_key: str) -> None:
+        self._execute("slice_job_cancel", {"tenant_id": tenant_id, "unique_key": unique_key})
+
+    def cancel(self, execution_id: int) -> None:
+        self._execute("execution_cancel", {"execution_id": execution_id})
+
+    def resume(self, execution_id: int) -> dict[str, Any] | None:
+        return self._row("execution_resume", {"execution_id": execution_id})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionFilter:
+    """The console's filters on the executions list; None means any."""
+
+    tenant_id: int | None = None
+    status: str | None = None
+    name: str | None = None
+    waiting_on: str | None = None  # an open wait's key, or "sleep"
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+
+
+class WorkflowInspector:
+    """The console's reads of the workflow tables (never writes)."""
+
+    PREVIEW = 200  # characters of an output or payload shown in a list
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+        self._queries = all_queries()
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self.connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(self._queries[name].sql, params)
+            return cursor.fetchall()
+
+    def executions(
+        self, where: ExecutionFilter, before: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        params = {
+            "tenant_id": where.tenant_id,
+            "status": where.status,
+            "name": where.name,
+            "waiting_on": where.waiting_on,
+            "started_from": where.started_from,
+            "started_to": where.started_to,
+            "before": before,
+            "limit": limit,
+        }
+        return self._rows("console_execution_list", params)
+
+    def execution(self, execution_id: int, tenant_id: int | None) -> dict[str, Any] | None:
+        rows = self._rows("console_execution_detail", {"id": execution_id, "tenant_id": tenant_id})
+        return rows[0] if rows else None
+
+    def steps(self, execution_id: int) -> list[dict[str, Any]]:
+        return self._rows("console_execution_steps", {"id": execution_id, "preview": self.PREVIEW})
+
+    def waits(self, execution_id: int) -> list[dict[str, Any]]:
+        return self._rows("console_execution_waits", {"id": execution_id, "preview": self.PREVIEW})
+
+    def jobs(self, execution_id: int, tenant_id: int) -> list[dict[str, Any]]:
+        params = {"tenant_id": tenant_id, "unique_key": slice_key(execution_id)}
+        return self._rows("console_execution_jobs", params)
+
+    def counts(self, tenant_id: int | None) -> dict[str, Any]:
+        return self._rows("console_workflow_counts", {"tenant_id": tenant_id})[0]
