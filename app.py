@@ -52,6 +52,8 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         PAUTA_LOGIN_LIMITS=LoginLimits.from_environ(os.environ),
         # How many reverse proxies in front of gunicorn add to X-Forwarded-For (0: none)
         PAUTA_TRUSTED_PROXIES=os.environ.get("PAUTA_TRUSTED_PROXIES", "0"),
+        # Days a person's data export stays downloadable (docs/howto/handle-a-data-request.md).
+        PAUTA_EXPORT_LINK_DAYS=os.environ.get("PAUTA_EXPORT_LINK_DAYS", "7"),
         # The largest request body: an employee file and the rest of its form.
         MAX_CONTENT_LENGTH=EMPLOYEE_FILE_MAX_BYTES + 64 * 1024,
         # The language of a visitor who is not logged in and whose browser names none we speak

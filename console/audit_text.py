@@ -57,6 +57,21 @@ def describe(
         )
     if action == AuditAction.WORKER_DRAIN:
         return _drain(target_id, affected, details)
+    if action == AuditAction.EMPLOYEE_VIEW:
+        return _(
+            "Opened employee #%(id)s's record, their reviews' comments included.", id=target_id
+        )
+    if action == AuditAction.EMPLOYEE_ERASE:
+        pseudonym = details.get("pseudonym", "")
+        return _("Erased employee #%(id)s: now %(pseudonym)s.", id=target_id, pseudonym=pseudonym)
+    if action == AuditAction.EMPLOYEE_EXPORT:
+        export = details.get("export_id", "")
+        return _("Asked for everything about employee #%(id)s (export %(export)s).",
+                 id=target_id, export=export)  # fmt: skip
+    if action == AuditAction.EMPLOYEE_EXPORT_DOWNLOAD:
+        export, kind = details.get("export_id", ""), str(details.get("format", "")).upper()
+        return _("Downloaded export %(export)s of employee #%(id)s (%(kind)s).",
+                 export=export, id=target_id, kind=kind)  # fmt: skip
     if action == AuditAction.WORKFLOW_EVENT:
         return f"Sent event “{details.get('key')}” to workflow execution #{target_id}."
     if action == AuditAction.WORKFLOW_CANCEL:

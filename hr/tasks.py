@@ -1,4 +1,5 @@
-"""HR's background tasks: e-mail each reviewer that their reviews are open; import employees.
+"""HR's background tasks: e-mail each reviewer that their reviews are open; import employees;
+export everything held about one person; apply the tenants' retention policies.
 
 Imported by the worker (``--tasks hr.tasks``) and by the web app (which enqueues them); it does
 not import Flask or the models, so the worker stays free of the web application.
@@ -14,10 +15,12 @@ import os
 from functools import cache
 
 from hr import lifecycle_mail
+from hr.export_job import fail_export, run_export
 from hr.import_job import fail_import, run_import
 from hr.lifecycle import ESCALATE_CALIBRATION, REMIND_REVIEWER
 from hr.mail import MailSettings, send
 from hr.notices import load_notice, record_start, render_notice
+from hr.retention import apply_retention as apply_policies
 from jobqueue import JobContext, PermanentError, RetryPolicy, task
 
 # Also the predicate of the dedup index jobs_notify_reviewer_key (models/cycles.py), which this
@@ -26,6 +29,8 @@ NOTIFY_REVIEWER = "hr.notify_reviewer"
 NOTIFICATIONS_QUEUE = "notifications"
 IMPORT_EMPLOYEES = "hr.import_employees"
 IMPORTS_QUEUE = "default"  # served by `make run` and the systemd example
+EXPORT_EMPLOYEE = "hr.export_employee"  # on the imports' queue
+APPLY_RETENTION = "hr.apply_retention"  # enqueued daily by the maintenance leader (schedules)
 
 MAIL_RETRY = RetryPolicy(
     max_attempts=5,
@@ -91,3 +96,24 @@ def import_employees(ctx: JobContext, import_id: int) -> None:
             reason = f"{type(error).__name__}: {error}"
             fail_import(ctx.connection, ctx.tenant_id, import_id, reason)
         raise
+
+
+@task(EXPORT_EMPLOYEE, queue=IMPORTS_QUEUE, retry=IMPORT_RETRY, pass_context=True)
+def export_employee(ctx: JobContext, export_id: int) -> None:
+    """Build data export ``export_id`` of the job's tenant (:mod:`hr.export_job`)."""
+    try:
+        run_export(ctx.connection, ctx.tenant_id, export_id)
+    except Exception as error:
+        if isinstance(error, PermanentError) or ctx.attempt >= ctx.job.max_attempts:
+            fail_export(
+                ctx.connection, ctx.tenant_id, export_id, f"{type(error).__name__}: {error}"
+            )
+        raise
+
+
+@task(APPLY_RETENTION, queue=IMPORTS_QUEUE, retry=IMPORT_RETRY, pass_context=True)
+def apply_retention(ctx: JobContext) -> None:
+    """Apply every tenant's retention policy (:mod:`hr.retention`), as of the database's time
+    moved by ``PAUTA_RETENTION_CLOCK_SHIFT`` (an interval; empty: not moved)."""
+    with ctx.connection() as connection:
+        apply_policies(connection, ctx.job_id, os.environ.get("PAUTA_RETENTION_CLOCK_SHIFT", ""))

@@ -8,12 +8,13 @@ Every maintainer (one per supervisor, and one per ``--single`` worker), every ro
   waits for one process to be alive and responsive;
 - it marks workers that stopped heartbeating ``lost`` (idempotent, so anyone may).
 
-One maintainer at a time, the **leader**, also samples queue depth once a minute and prunes
-old finished jobs, stats and worker rows. Leadership is a lease row in ``leaders`` (holder,
-term, expires_at, all in database time), renewed every round and taken over by anyone once it
-has expired; each leader-only write names the term it believes it holds and writes nothing if
-that term is over, so a leader that was frozen past its lease and wakes up cannot write: it
-notices at its next renewal and steps down.
+One maintainer at a time, the **leader**, also samples queue depth once a minute, prunes
+old finished jobs, stats and worker rows, and enqueues the jobs of ``schedules`` whose time has
+come (one job per period each: a daily retention job, say), every round. Leadership is a lease
+row in ``leaders`` (holder, term, expires_at, all in database time), renewed every round and
+taken over by anyone once it has expired; each leader-only write names the term it believes it
+holds and writes nothing if that term is over, so a leader that was frozen past its lease and
+wakes up cannot write: it notices at its next renewal and steps down.
 """
 
 import logging
@@ -112,6 +113,8 @@ class Maintainer:
         return self.term
 
     def _leader_duties(self, store: JobStore, term: Term) -> None:
+        for name, job_id in store.enqueue_due_schedules(term):
+            log.info("enqueued scheduled job %d (%s)", job_id, name)
         period = int(time.time() // self.settings.depth_sample_seconds)
         if period != self._sampled_minute:  # once per period, aligned to the clock
             store.sample_depth(term)

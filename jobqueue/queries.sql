@@ -457,6 +457,27 @@ WITH expired AS MATERIALIZED (
 )
 SELECT id, queue, state, locked_by, pg_notify('pauta_jobs', queue) FROM rescued
 
+-- name: schedule_enqueue_due
+-- Enqueue one job for each schedule whose time has come and move its next run one period on;
+-- a leader's write, fenced by its term (see leader_elect). Returns (schedule, job id).
+WITH leader AS MATERIALIZED (
+    SELECT term FROM leaders
+    WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+    FOR SHARE
+), due AS (
+    SELECT name, queue, tenant_id FROM schedules
+    WHERE next_run_at <= now() AND EXISTS (SELECT FROM leader)
+    ORDER BY name
+    FOR UPDATE SKIP LOCKED
+), enqueued AS (
+    INSERT INTO jobs (tenant_id, queue, task)
+    SELECT tenant_id, queue, name FROM due
+    RETURNING id, task
+)
+UPDATE schedules s SET next_run_at = now() + s.every, last_job_id = enqueued.id
+FROM enqueued WHERE s.name = enqueued.task
+RETURNING s.name, enqueued.id
+
 -- name: job_prune
 -- Delete one batch of finished jobs older than their retention age (attempts go by cascade);
 -- a leader's write, fenced by its term (see leader_elect).

@@ -299,6 +299,12 @@ class JobStore:
             for measure, value in zip(measures, row[1:], strict=True)
         ]
 
+    def enqueue_due_schedules(self, term: Term) -> list[tuple[str, int]]:
+        """Enqueue the scheduled jobs whose time has come, fenced by the leader's ``term``;
+        returns (schedule, job id) for each."""
+        return [(name, job_id) for name, job_id in self._execute("schedule_enqueue_due",
+                                                                 term.params())]  # fmt: skip
+
     def prune_stats(self, term: Term, keep_seconds: float) -> None:
         """Delete stats, depth samples and stopped worker rows past their retention age, fenced
         by the leader's ``term``."""

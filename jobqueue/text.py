@@ -5,6 +5,11 @@ one in an exception's message made the whole batch of results fail to write. Bot
 by U+FFFD. A message or a traceback is also cut to a size in bytes (UTF-8, as stored), with a
 marker saying how much was cut: a task raising with a 5 MB message must not put 5 MB into a
 row that the console reads and shows.
+
+E-mail addresses are masked (``gabriel.souza@demo.example`` -> ``g***@demo.example``): an SMTP
+server's reply quoting the recipient, or any exception naming a person's address, would
+otherwise put personal data into ``jobs.last_error`` and ``job_attempts``, which operators read
+and which outlive the person's record (see docs/reference/personal-data.md).
 """
 
 import re
@@ -16,6 +21,11 @@ REPLACEMENT = "\ufffd"
 MINIMUM_MAX_BYTES = 64  # room for the marker and something of the text
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# The local part's first character is kept; the rest of it becomes ***. A masked address no
+# longer matches ('*' is not a local-part character here), so masking twice changes nothing.
+_ADDRESS = re.compile(
+    r"(?<![A-Za-z0-9._%+-])([A-Za-z0-9_%+-])[A-Za-z0-9._%+-]*@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +46,15 @@ def clean(text: str) -> str:
     return _UNSTORABLE.sub(REPLACEMENT, text)
 
 
+def mask_addresses(text: str) -> str:
+    """``text`` with every e-mail address masked to its first character and its domain."""
+    return _ADDRESS.sub(r"\1***@\2", text)
+
+
 def cut_end(text: str, max_bytes: int) -> str:
-    """Clean ``text`` and keep its beginning within ``max_bytes``, saying how much was cut."""
-    text = clean(text)
+    """Clean ``text``, mask its e-mail addresses and keep its beginning within ``max_bytes``,
+    saying how much was cut."""
+    text = mask_addresses(clean(text))
     if len(text) * 4 <= max_bytes:  # UTF-8 takes at most 4 bytes a character
         return text
     encoded = text.encode()
@@ -50,9 +66,10 @@ def cut_end(text: str, max_bytes: int) -> str:
 
 
 def cut_middle(text: str, max_bytes: int) -> str:
-    """Clean ``text`` and keep its beginning and its end within ``max_bytes`` (a traceback's
-    first frames and the exception at its foot), saying how much was cut between them."""
-    text = clean(text)
+    """Clean ``text``, mask its e-mail addresses and keep its beginning and its end within
+    ``max_bytes`` (a traceback's first frames and the exception at its foot), saying how much
+    was cut between them."""
+    text = mask_addresses(clean(text))
     if len(text) * 4 <= max_bytes:
         return text
     encoded = text.encode()

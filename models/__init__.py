@@ -27,9 +27,10 @@ db = SQLAlchemy(model_class=Base)
 from models.audit import AuditEntry  # noqa: E402
 from models.cycles import CycleParticipant, Review, ReviewCycle, ReviewNoticeStart  # noqa: E402
 from models.imports import EmployeeImport, EmployeeImportRow  # noqa: E402
-from models.jobs import Job, JobAttempt, Queue  # noqa: E402
+from models.jobs import Job, JobAttempt, Queue, Schedule  # noqa: E402
 from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
+from models.privacy import DataExport, PrivacySettings, RetentionRun  # noqa: E402
 from models.stats import JobStatsMinute, QueueDepthMinute  # noqa: E402
 from models.tenancy import Tenant  # noqa: E402
 from models.throttle import LoginThrottle  # noqa: E402
@@ -38,6 +39,7 @@ from models.workers import Worker  # noqa: E402
 __all__ = [
     "AuditEntry",
     "CycleParticipant",
+    "DataExport",
     "Employee",
     "EmployeeImport",
     "EmployeeImportRow",
@@ -46,11 +48,14 @@ __all__ = [
     "JobStatsMinute",
     "Leader",
     "LoginThrottle",
+    "PrivacySettings",
     "Queue",
     "QueueDepthMinute",
+    "RetentionRun",
     "Review",
     "ReviewCycle",
     "ReviewNoticeStart",
+    "Schedule",
     "Tenant",
     "User",
     "Worker",

@@ -25,6 +25,11 @@ class AuditAction(StrEnum):
     QUEUE_RATE_LIMIT = "queue.rate_limit"  # a queue's rate limit set or cleared
     WORKER_DRAIN = "worker.drain"  # a graceful shutdown asked through the workers table
     EMPLOYEE_IMPORT = "employees.import"  # an HR admin uploaded a CSV file of employees
+    EMPLOYEE_VIEW = "employee.view"  # HR opened an employee's record, review comments included
+    EMPLOYEE_ERASE = "employee.erase"  # an HR admin erased a person who left (no data kept)
+    EMPLOYEE_EXPORT = "employee.export"  # an HR admin asked for everything about a person
+    EMPLOYEE_EXPORT_DOWNLOAD = "employee.export_download"  # and downloaded it (details: format)
+    RETENTION_POLICY = "retention.policy"  # an HR admin set how long personal data is kept
     WORKFLOW_EVENT = "workflow.event"  # an event (an approval) sent to a waiting execution
     WORKFLOW_CANCEL = "workflow.cancel"  # an unfinished execution cancelled
     WORKFLOW_RESUME = "workflow.resume"  # a failed execution resumed from its failed step
@@ -36,6 +41,8 @@ class AuditTarget(StrEnum):
     QUEUE = "queue"  # target_id: the queue's name
     WORKER = "worker"  # target_id: the workers row's id, or "all"
     EMPLOYEE_IMPORT = "employee_import"  # target_id: the employee_imports row's id
+    EMPLOYEE = "employee"  # target_id: the employees row's id
+    TENANT = "tenant"  # target_id: the tenant's id
     WORKFLOW_EXECUTION = "workflow_execution"  # target_id: the workflow_executions row's id
 
 
@@ -51,7 +58,8 @@ class AuditEntry(db.Model):
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
     at: Mapped[datetime] = mapped_column(server_default=func.now())
-    user_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("users.id"))
+    # Who acted; NULL once their account was erased (the entry stays: "an erased account").
+    user_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("users.id"))
     # The tenant whose jobs the action touched; NULL for platform-wide acts (queues, workers).
     tenant_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("tenants.id"))
     action: Mapped[str] = mapped_column(Text)
@@ -60,4 +68,4 @@ class AuditEntry(db.Model):
     affected: Mapped[int] = mapped_column(Integer, server_default=sql("0"))  # rows changed
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sql("'{}'::jsonb"))
 
-    user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
+    user: Mapped[User | None] = relationship(lazy="joined")

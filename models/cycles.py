@@ -126,8 +126,9 @@ class Review(db.Model):
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
     cycle_id: Mapped[int] = mapped_column(BigInteger)
-    reviewer_id: Mapped[int] = mapped_column(BigInteger)
-    reviewee_id: Mapped[int] = mapped_column(BigInteger)
+    # NULL once the person was erased: the rating stays, unlinked (docs/reference/personal-data.md).
+    reviewer_id: Mapped[int | None] = mapped_column(BigInteger)
+    reviewee_id: Mapped[int | None] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text, server_default=text("'pending'"))
     rating: Mapped[int | None] = mapped_column(SmallInteger)

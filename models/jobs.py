@@ -180,3 +180,17 @@ class JobAttempt(db.Model):
     traceback: Mapped[str | None] = mapped_column(Text)
     duration: Mapped[timedelta] = mapped_column(INTERVAL)
     trace_id: Mapped[str | None] = mapped_column(Text)
+
+
+class Schedule(db.Model):
+    """A job the maintenance leader enqueues every ``every`` (jobqueue/maintenance.py)."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (CheckConstraint("every >= interval '1 second'", name="every"),)
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)  # the task enqueued
+    queue: Mapped[str] = mapped_column(Text)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"))
+    every: Mapped[timedelta] = mapped_column(INTERVAL)
+    next_run_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    last_job_id: Mapped[int | None] = mapped_column(BigInteger)  # no foreign key: jobs are pruned

@@ -1,10 +1,14 @@
 """Forms of the people blueprint."""
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
-from wtforms.validators import ValidationError
+from wtforms import IntegerField
+from wtforms.validators import NumberRange, Optional, ValidationError
 
 from hr.employee_csv import COLUMNS
+
+MAX_YEARS = 100
 
 
 class EmployeeImportForm(FlaskForm):
@@ -19,3 +23,16 @@ class EmployeeImportForm(FlaskForm):
     def validate_file(self, field: FileField) -> None:
         if not field.data.filename.lower().endswith(".csv"):
             raise ValidationError("Choose a .csv file (comma-separated values, UTF-8).")
+
+
+class RetentionForm(FlaskForm):
+    comment_years = IntegerField(
+        _l("Keep review comments of closed cycles (years)"),
+        validators=[Optional(), NumberRange(min=1, max=MAX_YEARS)],
+        description=_l("Counted from the cycle's closing; empty keeps them for good."),
+    )
+    audit_detail_years = IntegerField(
+        _l("Keep the details of audit entries (years)"),
+        validators=[Optional(), NumberRange(min=1, max=MAX_YEARS)],
+        description=_l("Who did what, and when, stays; empty keeps the details for good."),
+    )

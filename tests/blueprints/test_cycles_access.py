@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
+from hr.exports import start_export
 from hr.imports import start_import
 from models import Employee, Tenant
 from models.people import Role
@@ -58,8 +59,11 @@ def world(app: Any, conn: Conn) -> World:
         their_cycle = make_cycle(session, theirs, their_people, activate_as=their_admin)
         imports = [start_import(session, tenant.id, "people.csv", EMPLOYEE_FILE, None).id
                    for tenant in (ours, theirs)]  # fmt: skip
+        exports = [start_export(session, people[0], None).id
+                   for people in (our_people, their_people)]  # fmt: skip
 
-    def ids(cycle_id: int, import_id: int, reviewer: int | None = None) -> dict[str, int]:
+    def ids(cycle_id: int, import_id: int, export_id: int, reviewer: int | None = None
+            ) -> dict[str, int]:  # fmt: skip
         """A cycle, one of its reviews (written by ``reviewer`` if given), one of its jobs, and
         an employee import of the same tenant."""
         review = scalar(
@@ -72,12 +76,22 @@ def world(app: Any, conn: Conn) -> World:
         job = scalar(
             conn, "SELECT min(id) FROM jobs WHERE payload->>'cycle_id' = %s", str(cycle_id)
         )
-        return {"cycle_id": cycle_id, "review_id": review, "job_id": job, "import_id": import_id}
+        employee = scalar(
+            conn, "SELECT min(reviewee_id) FROM reviews WHERE cycle_id = %s", cycle_id
+        )
+        return {
+            "cycle_id": cycle_id,
+            "review_id": review,
+            "job_id": job,
+            "import_id": import_id,
+            "employee_id": employee,
+            "export_id": export_id,
+        }
 
     return World(
         users,
-        ids(our_cycle.id, imports[0], users[Role.EMPLOYEE].employee_id),
-        ids(their_cycle.id, imports[1]),
+        ids(our_cycle.id, imports[0], exports[0], users[Role.EMPLOYEE].employee_id),
+        ids(their_cycle.id, imports[1], exports[1]),
     )
 
 
@@ -198,6 +212,7 @@ def state(conn: Conn) -> tuple[Any, ...]:
             "users",
             "employees",
             "employee_imports",
+            "data_exports",
             "audit_log",
         )
     )

@@ -1,5 +1,6 @@
 """`flask employees import`: the page's import from a shell, applied by a real worker."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,30 @@ def test_import_refuses_an_unknown_tenant_and_a_file_it_cannot_read(
         " department, manager_email (in any order); it names name, e-mail.\n"
     )
     assert scalar(conn, "SELECT count(*) FROM employee_imports") == 0
+
+
+def test_export_waits_for_the_worker_and_writes_the_json_and_the_page(
+    cli: Any, conn: Conn, database_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    conn.execute("INSERT INTO tenants (slug, name) VALUES ('acme', 'Acme')")
+    conn.execute(
+        "INSERT INTO employees (tenant_id, name, email, department)"
+        " SELECT id, 'Ana Lima', 'ana@acme.example', 'Ops' FROM tenants WHERE slug = 'acme'"
+    )
+    start_worker(workers, database_url, "--queues", "default=1", "--poll", "0.1",
+                 tasks="hr.tasks")  # fmt: skip
+    out = tmp_path / "request"
+    args = ["employees", "export", "ANA@acme.example", "--tenant", "acme", "--out", str(out)]
+
+    result = cli.invoke(args=args)
+
+    assert result.exit_code == 0, result.output
+    export_id, employee_id, requested_by, days = conn.execute(
+        "SELECT id, employee_id, requested_by, (expires_at - created_at) FROM data_exports"
+    ).fetchone()  # type: ignore[misc]
+    assert requested_by is None and days.days == 7
+    written = out / f"personal-data-{employee_id}-{export_id}.json"
+    assert json.loads(written.read_text())["profile"]["name"] == "Ana Lima"
+    assert "Ana Lima" in written.with_suffix(".html").read_text()
+    unknown = cli.invoke(args=["employees", "export", "zed@acme.example", "--tenant", "acme"])
+    assert unknown.exit_code == 1 and "no employee of acme" in unknown.output

@@ -36,12 +36,18 @@ def old_finished_job(conn: Conn) -> int:
     return job_id
 
 
-def leader_writes(store: JobStore, term: Term) -> tuple[int, int]:
-    """Every leader-only write once; returns (finished jobs pruned, depth rows sampled)."""
+def leader_writes(store: JobStore, term: Term) -> tuple[int, int, int]:
+    """Every leader-only write once; returns (finished jobs pruned, depth rows sampled, scheduled
+    jobs enqueued) with one schedule due."""
+    store.connection.execute(
+        "INSERT INTO schedules (name, queue, tenant_id, every)"
+        " SELECT 'noop', 'default', id, interval '1 hour' FROM tenants WHERE slug = 'system'"
+    )
     pruned = store.prune(term, keep_succeeded_seconds=3600, keep_dead_seconds=3600, limit=100)
     sampled = store.sample_depth(term)
     store.prune_stats(term, keep_seconds=3600)
-    return pruned, sampled
+    scheduled = store.enqueue_due_schedules(term)
+    return pruned, sampled, len(scheduled)
 
 
 def test_one_holder_per_term_and_renewal_keeps_the_term(conn: Conn) -> None:
@@ -103,7 +109,7 @@ def test_the_current_leader_writes(conn: Conn) -> None:
     old_finished_job(conn)
     term = store.elect(DUTY, "a", 30)
     assert term is not None
-    assert leader_writes(store, term) == (1, 1)
+    assert leader_writes(store, term) == (1, 1, 1)
     assert scalar(conn, "SELECT count(*) FROM queue_depth_minute") == 1
 
 
@@ -125,7 +131,7 @@ def test_a_stale_leader_writes_nothing(conn: Conn, stale: str) -> None:
         writer = Term(DUTY, "a", 2)
     else:
         writer = first
-    assert leader_writes(store, writer) == (0, 0)
+    assert leader_writes(store, writer) == (0, 0, 0)
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE id = %s", job_id) == 1
     assert scalar(conn, "SELECT count(*) FROM queue_depth_minute") == 0
 

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from jobqueue import TaskRegistry
 from jobqueue.execution import run_job
-from jobqueue.text import REPLACEMENT, TextLimits, clean, cut_end, cut_middle, unstorable
+from jobqueue.text import (
+    REPLACEMENT,
+    TextLimits,
+    clean,
+    cut_end,
+    cut_middle,
+    mask_addresses,
+    unstorable,
+)
 from tests.jobqueue.test_execution import claimed
 
 ANY_TEXT = st.text(st.characters(), max_size=3000)  # surrogates and NUL included
@@ -32,18 +40,40 @@ def test_cleaned_text_can_always_be_stored(text: str) -> None:
 @example("\U0001f600" * 1000, 65)
 def test_cut_text_fits_its_cap_in_utf8_and_says_how_much_went(text: str, cap: int) -> None:
     """kills: text-cut-ignores-cap"""
-    original = len(clean(text).encode())
+    stored = mask_addresses(clean(text))
+    original = len(stored.encode())
     for cut in (cut_end, cut_middle):
         result = cut(text, cap)
         assert len(result.encode()) <= cap
         if original <= cap:
-            assert result == clean(text)
+            assert result == stored
             continue
         match = re.search(r"\[\.\.\. ([\d,]+) (?:more )?bytes cut(?: \.\.\.)?\]\n?", result)
         assert match is not None, result
         start = match.start() - 1  # the space (cut_end) or newline (cut_middle) before it
         kept = result[:start] + result[match.end() :]
         assert int(match.group(1).replace(",", "")) == original - len(kept.encode())
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        (
+            "550 5.1.1 <gabriel.souza@demo.example>: Recipient address rejected",
+            "550 5.1.1 <g***@demo.example>: Recipient address rejected",
+        ),
+        ("refused recipient ana+hr@mail.acme.com.br", "refused recipient a***@mail.acme.com.br"),
+        ("two: x@a.io, Y_z@b.example", "two: x***@a.io, Y***@b.example"),
+        ("no address: user@localhost, 10 @ 3.5, a@b", "no address: user@localhost, 10 @ 3.5, a@b"),
+        ("already g***@demo.example", "already g***@demo.example"),
+    ],
+)
+def test_addresses_in_stored_text_are_masked_to_a_letter_and_the_domain(
+    text: str, masked: str
+) -> None:
+    assert mask_addresses(text) == masked
+    assert cut_end(text, 2048) == masked
+    assert cut_middle("Traceback\n" + text, 2048) == "Traceback\n" + masked
 
 
 def test_a_cut_traceback_keeps_its_first_and_last_lines() -> None:

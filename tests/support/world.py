@@ -6,6 +6,7 @@ from typing import Any
 
 import psycopg
 
+from hr.exports import start_export
 from models.people import Role
 from tests.support.db import scalar
 from tests.support.factories import (
@@ -39,6 +40,7 @@ def build_world(app: Any, conn: psycopg.Connection[Any]) -> World:
         users[Role.PLATFORM_ADMIN] = make_user(session, system_tenant(session), Role.PLATFORM_ADMIN)
         active = make_cycle(session, tenant, people, activate_as=users[Role.HR_ADMIN])
         draft = make_cycle(session, tenant, people[:5])
+        export = start_export(session, people[5], users[Role.HR_ADMIN])
         tenant_id = tenant.id
     dead = make_job(conn, "noop", state="dead", tenant_id=tenant_id, error="ValueError: bad 1")
     scheduled = make_job(conn, "noop", tenant_id=tenant_id, delay=3600)
@@ -65,6 +67,8 @@ def build_world(app: Any, conn: psycopg.Connection[Any]) -> World:
     arguments = {
         "execution_id": [execution],
         "cycle_id": [draft.id, active.id],
+        "employee_id": [users[Role.EMPLOYEE].employee_id],
+        "export_id": [export.id],
         "review_id": [review],
         "job_id": [dead, scheduled, notice],
         "name": ["default", "notifications"],
