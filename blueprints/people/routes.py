@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Response, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -40,7 +41,10 @@ def refused(error: DomainError) -> ResponseReturnValue:
 
 @bp.errorhandler(RequestEntityTooLarge)
 def too_large(error: RequestEntityTooLarge) -> ResponseReturnValue:
-    flash(f"The file is larger than {MAX_BYTES // 2**20} MiB: split it in parts.", "error")
+    flash(
+        _("The file is larger than %(num)s MiB: split it in parts.", num=MAX_BYTES // 2**20),
+        "error",
+    )
     return redirect(url_for("people.import_list"), 303)
 
 

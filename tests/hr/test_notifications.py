@@ -145,7 +145,12 @@ def test_a_server_that_is_down_shows_retrying_with_the_next_try_then_delivers(
         return page if ">retrying</a>" in page else None
 
     page = wait_until(retrying_page)
-    assert re.search(r"attempt \d of 5 failed; next try \d\d:\d\d:\d\d UTC", page)
+    # the reader's time (the tenant's zone), in UTC on hover
+    assert re.search(
+        r'attempt \d of 5 failed; next try <time datetime="[0-9-]+T[0-9:]+Z" '
+        r'title="[0-9-]+ \d\d:\d\d:\d\d UTC">\d\d:\d\d:\d\d</time>',
+        page,
+    )
     assert "Connection refused" in attempt_rows(conn, notification(conn)["id"])[0]["error"]
 
     smtp.start()
