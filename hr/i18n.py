@@ -11,11 +11,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from babel import Locale
+from babel.dates import format_date
 from babel.numbers import format_decimal
 from babel.support import NullTranslations, Translations
 
@@ -71,8 +73,35 @@ def ngettext(singular: str, plural: str, num: int, **variables: Any) -> str:
     return translated % variables
 
 
+def translate(text: str) -> str:
+    """``text`` translated, not formatted: for Jinja's i18n extension, which formats."""
+    translated: str = _translations().ugettext(text)
+    return translated
+
+
+def translate_plural(singular: str, plural: str, num: int) -> str:
+    translated: str = _translations().ungettext(singular, plural, num)
+    return translated
+
+
 def N_(text: str) -> str:
     return text
+
+
+# How a day is written: (short, long) date patterns by language.
+DAY_PATTERNS = {
+    "pt_BR": ("dd/MM/yyyy", "EEEE, d 'de' MMMM 'de' yyyy"),
+    "en": ("dd MMM yyyy", "EEEE d MMMM yyyy"),
+}
+
+
+def format_day(value: date, long: bool = False) -> str:
+    """ "15/07/2026" or "quarta-feira, 15 de julho de 2026"; "15 Jul 2026" or "Wednesday 15
+    July 2026"."""
+    locale = current_locale()
+    short_pattern, long_pattern = DAY_PATTERNS.get(locale, DAY_PATTERNS[ENGLISH])
+    pattern = long_pattern if long else short_pattern
+    return format_date(value, pattern, locale=Locale.parse(locale))
 
 
 def format_number(value: int | float) -> str:
