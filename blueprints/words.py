@@ -28,6 +28,8 @@ JOB_STATES = {
     "dead": _l("dead"),
     "cancelled": _l("cancelled"),
 }
+# What the job page's badge says (console.explain's labels).
+JOB_LABELS = {**JOB_STATES, "waiting": _l("waiting"), "backing off": _l("backing off")}
 ATTEMPT_OUTCOMES = {
     "succeeded": _l("succeeded"),
     "failed": _l("failed"),
@@ -98,6 +100,7 @@ def _namer(names: Mapping[str, LazyString]) -> Callable[[str], str]:
 
 delivery_status = _namer(DELIVERY_STATUSES)
 job_state = _namer(JOB_STATES)
+job_label = _namer(JOB_LABELS)
 attempt_outcome = _namer(ATTEMPT_OUTCOMES)
 worker_state = _namer(WORKER_STATES)
 import_state = _namer(IMPORT_STATES)
@@ -107,6 +110,7 @@ def init_app(app: Flask) -> None:
     app.add_template_global(cycle_status, "cycle_status")
     app.add_template_global(delivery_status, "delivery_status")
     app.add_template_global(job_state, "job_state")
+    app.add_template_global(job_label, "job_label")
     app.add_template_global(attempt_outcome, "attempt_outcome")
     app.add_template_global(worker_state, "worker_state")
     app.add_template_global(import_state, "import_state")

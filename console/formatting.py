@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from babel import Locale
 from babel.numbers import format_decimal
-from flask_babel import get_locale, gettext, ngettext
+from flask_babel import get_locale, gettext
 
 NONE = "—"
 
@@ -22,12 +22,6 @@ def _number(value: float, pattern: str) -> str:
 
 def count(value: int | None) -> str:
     return NONE if value is None else _number(value, "#,##0")
-
-
-def plural(value: int, noun: str, nouns: str | None = None) -> str:
-    """ "1 job", "2 jobs", "1,200 processes": the count with its English noun, singular only
-    for one. Pages say counts with ``ngettext`` instead."""
-    return f"{count(value)} {noun if value == 1 else (nouns or noun + 's')}"
 
 
 def rate(per_minute: float) -> str:
@@ -75,8 +69,3 @@ def relative(moment: datetime, now: datetime) -> str:
     if delta > 0:
         return gettext("in %(duration)s", duration=seconds(delta))
     return gettext("%(duration)s ago", duration=seconds(-delta))
-
-
-def jobs(value: int) -> str:
-    """ "1 job", "2 jobs", "2 tarefas": a count of jobs in the reader's language."""
-    return ngettext("%(num)s job", "%(num)s jobs", value, num=count(value))

@@ -3,9 +3,6 @@ English text between ⟦ and ⟧: whatever the reader would see that is not betw
 data (names, e-mails, queues, tasks, errors...), nor a number, date or unit, was written outside
 a translation call and would stay English in Portuguese. The test names the route and the
 words.
-
-Pages not yet translated are listed in UNTRANSLATED; each must still show its untranslated
-words (so the list only shrinks).
 """
 
 import re
@@ -44,18 +41,6 @@ DATA_QUERIES = (
     "workers UNION SELECT hostname FROM workers UNION SELECT error FROM job_attempts WHERE error "
     "IS NOT NULL"
 )
-# Console pages whose wording is not translated yet (issue 14, to do): endpoint -> a word it
-# still shows in English.
-UNTRANSLATED: dict[str, str] = {
-    "queues.failure_list": "Requeue",
-    "queues.failure_detail": "Requeue",
-    "queues.job_list": "Attempt",
-    "queues.job_detail": "Priority",
-    "queues.scheduled_list": "Runs",
-    "queues.audit_list": "Audit",
-    "queues.queue_detail": "Pause",
-    "queues.worker_list": "Pid",
-}
 
 
 class Reader(HTMLParser):
@@ -163,10 +148,7 @@ def test_every_page_says_only_translated_text(
             if words:
                 left.setdefault(endpoint, set()).update(words)
     assert checked > 40
-    untranslated = {endpoint: sorted(words) for endpoint, words in left.items()}
-    assert {e: w for e, w in untranslated.items() if e not in UNTRANSLATED} == {}
-    for endpoint, word in UNTRANSLATED.items():
-        assert word in untranslated.get(endpoint, []), f"{endpoint} is translated now: unlist it"
+    assert {endpoint: sorted(words) for endpoint, words in left.items()} == {}
 
 
 def test_the_check_finds_text_written_outside_a_translation_call() -> None:

@@ -2,7 +2,6 @@
 commit, flash, redirect. Refusals from the domain are answered in one place
 (:func:`refused`)."""
 
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import (
@@ -75,12 +74,6 @@ def page_after_refusal() -> str:
     if "cycle_id" in arguments:
         return url_for("cycles.cycle_detail", cycle_id=arguments["cycle_id"])
     return url_for("cycles.cycle_list")
-
-
-@bp.app_template_filter("utc")
-def utc(moment: datetime, format: str) -> str:
-    """A timestamp as UTC, whatever the database session's time zone; pages label it UTC."""
-    return moment.astimezone(UTC).strftime(format)
 
 
 def wants_json() -> bool:
