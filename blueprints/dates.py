@@ -1,19 +1,19 @@
 """Dates, times and numbers in the reader's language and time zone (Babel's formatters, through
-Flask-Babel), as template filters:
+Flask-Babel), as template filters (the console's relative ages, "há 3 min", are
+console.formatting's):
 
 - ``day``: a date, "01/12/2026" in pt_BR, "Dec 1, 2026" in English; ``long_day`` with the
   weekday, "terça-feira, 1 de dezembro de 2026";
 - ``moment``: a point in time in the reader's time zone, "01/12/2026 14:05", inside a
   ``<time>`` element whose title gives it in UTC (for operators comparing with logs);
   ``moment(seconds=True)`` adds the seconds, ``moment(date=False)`` leaves the date out;
-- ``ago``: how long ago (or how soon), against a given ``now``: "há 3 minutos", "em 2 horas";
 - ``number``: "1.234,5" in pt_BR, "1,234.5" in English.
 """
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 from flask import Flask
-from flask_babel import format_date, format_datetime, format_decimal, format_timedelta, get_locale
+from flask_babel import format_date, format_datetime, format_decimal, get_locale
 from markupsafe import Markup
 
 NONE = "—"
@@ -23,7 +23,6 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(day)
     app.add_template_filter(long_day)
     app.add_template_filter(moment)
-    app.add_template_filter(ago)
     app.add_template_filter(number)
 
 
@@ -61,13 +60,6 @@ def moment(value: datetime | None, seconds: bool = False, date: bool = True) -> 
         in_utc.strftime("%Y-%m-%d %H:%M:%S"),
         moment_text(value, seconds, date),
     )
-
-
-def ago(value: datetime | None, now: datetime | None = None) -> str:
-    if value is None:
-        return NONE
-    delta: timedelta = value - (now or datetime.now(UTC))
-    return format_timedelta(delta, add_direction=True, threshold=1.1)
 
 
 def number(value: float | None, digits: int = 0) -> str:
