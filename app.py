@@ -13,7 +13,7 @@ from flask.cli import NoAppException
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
-from blueprints import assets, inputs, links, locale, observability, security
+from blueprints import assets, dates, errors, inputs, links, locale, observability, security, words
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
@@ -72,6 +72,9 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(MIGRATIONS))
     csrf.init_app(app)
     locale.init_app(app)
+    dates.init_app(app)
+    words.init_app(app)
+    errors.init_app(app)
     login_manager.init_app(app)
     assets.init_app(app)
     inputs.init_app(app)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 from flask import Flask, Request, abort, current_app, request
+from flask_babel import gettext
 from werkzeug.routing import IntegerConverter, Map
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -125,8 +126,13 @@ def parse_id(name: str, value: str) -> int:
     if number is None:
         abort(
             400,
-            f"The query parameter {_shown(name)} must be a whole number from 0 to {BIGINT_MAX},"
-            f" not {_shown(value)}.",
+            gettext(
+                "The query parameter %(name)s must be a whole number from 0 to %(max)s, not "
+                "%(value)s.",
+                name=_shown(name),
+                max=BIGINT_MAX,
+                value=_shown(value),
+            ),
         )
     return number
 

@@ -35,8 +35,6 @@ ROLE_NAMES = {
     Role.PLATFORM_ADMIN: _l("platform administrator"),
 }
 
-babel = Babel()
-
 
 def init_app(app: Flask) -> None:
     app.config.setdefault("BABEL_DEFAULT_LOCALE", "en")
@@ -47,7 +45,9 @@ def init_app(app: Flask) -> None:
             f"PAUTA_DEFAULT_LOCALE must be one of {', '.join(LANGUAGES)}, "
             f"not {app.config['PAUTA_DEFAULT_LOCALE']!r}"
         )
-    babel.init_app(app, locale_selector=select_locale, timezone_selector=select_time_zone)
+    # One Babel per app: its translations cache is the Babel object's, and an app of its own
+    # (a test's, with other catalogues) must not read another's.
+    Babel(app, locale_selector=select_locale, timezone_selector=select_time_zone)
     app.add_template_global(LANGUAGES, "LANGUAGES")
     app.add_template_global(current_locale)
     app.add_template_global(role_name)

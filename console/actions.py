@@ -5,12 +5,14 @@ its record are one transaction. Each returns the sentence to show the operator, 
 """
 
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from sqlalchemy.orm import Session
 
+from blueprints.words import job_state, worker_state
 from console import failures
 from console.audit import record, record_jobs
 from console.errors import ActionRefused, NotFound
-from console.formatting import plural, rate_text
+from console.formatting import rate_text
 from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
 from jobqueue.enqueue import psycopg_connection
 from jobqueue.inspect import JobInspector, Row
@@ -51,14 +53,26 @@ def requeue_job(session: Session, actor: User, job_id: int) -> str:
     if not changed:
         if job["state"] in (JobState.DEAD, JobState.CANCELLED):
             raise ActionRefused(
-                f"Job {job_id} cannot be requeued: a waiting or running job holds its unique key."
+                _(
+                    "Job %(id)s cannot be requeued: a waiting or running job holds its unique key.",
+                    id=job_id,
+                )
             )
         raise ActionRefused(
-            f"Job {job_id} is {job['state']}; only dead or cancelled jobs can be requeued."
+            _(
+                "Job %(id)s is %(state)s; only dead or cancelled jobs can be requeued.",
+                id=job_id,
+                state=job_state(job["state"]),
+            )
         )
     details = {"task": job["task"], "was": job["state"], "attempt_budget": budget}
     record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.JOB, job_id, changed, details)
-    return f"Job {job_id} requeued with {plural(budget, 'more attempt')}."
+    return ngettext(
+        "Job %(id)s requeued with %(num)s more attempt.",
+        "Job %(id)s requeued with %(num)s more attempts.",
+        budget,
+        id=job_id,
+    )
 
 
 def cancel_job(session: Session, actor: User, job_id: int) -> str:
@@ -68,10 +82,10 @@ def cancel_job(session: Session, actor: User, job_id: int) -> str:
     if state is None:
         raise ActionRefused(
             _(
-                "Job %(job)s is %(state)s; only waiting, scheduled or running jobs can be "
+                "Job %(id)s is %(state)s; only waiting, scheduled or running jobs can be "
                 "cancelled.",
-                job=job_id,
-                state=job["state"],
+                id=job_id,
+                state=job_state(job["state"]),
             )
         )
     details = {"task": job["task"], "was": job["state"]}
@@ -83,7 +97,7 @@ def cancel_job(session: Session, actor: User, job_id: int) -> str:
             "It ends cancelled when its task checks, else at its timeout; it is not retried.",
             job=job_id,
         )
-    return f"Job {job_id} cancelled; it will not run."
+    return _("Job %(id)s cancelled; it will not run.", id=job_id)
 
 
 def run_job_now(session: Session, actor: User, job_id: int) -> str:
@@ -91,14 +105,18 @@ def run_job_now(session: Session, actor: User, job_id: int) -> str:
     job = _job(store, job_id)
     if not store.run_now(job_id):
         if job["state"] == JobState.AVAILABLE:
-            raise ActionRefused(f"Job {job_id} is already waiting to run.")
+            raise ActionRefused(_("Job %(id)s is already waiting to run.", id=job_id))
         raise ActionRefused(
-            f"Job {job_id} is {job['state']}; only scheduled or backing-off jobs can be run now."
+            _(
+                "Job %(id)s is %(state)s; only scheduled or backing-off jobs can be run now.",
+                id=job_id,
+                state=job_state(job["state"]),
+            )
         )
     details = {"task": job["task"], "was_due": job["available_at"].isoformat()}
     record(session, actor, AuditAction.JOB_RUN_NOW, AuditTarget.JOB, job_id,
            tenant_id=job["tenant_id"], details=details)  # fmt: skip
-    return f"Job {job_id} will run as soon as a worker is free."
+    return _("Job %(id)s will run as soon as a worker is free.", id=job_id)
 
 
 def discard_job(session: Session, actor: User, job_id: int) -> str:
@@ -106,10 +124,16 @@ def discard_job(session: Session, actor: User, job_id: int) -> str:
     job = _job(store, job_id)
     changed = store.discard([job_id])
     if not changed:
-        raise ActionRefused(f"Job {job_id} is {job['state']}; only dead jobs can be discarded.")
+        raise ActionRefused(
+            _(
+                "Job %(id)s is %(state)s; only dead jobs can be discarded.",
+                id=job_id,
+                state=job_state(job["state"]),
+            )
+        )
     details = {"task": job["task"], "last_error": job["last_error"]}
     record_jobs(session, actor, AuditAction.JOB_DISCARD, AuditTarget.JOB, job_id, changed, details)
-    return f"Job {job_id} discarded: it is cancelled and leaves the failures list."
+    return _("Job %(id)s discarded: it is cancelled and leaves the failures list.", id=job_id)
 
 
 # -- failure groups ----------------------------------------------------------------------------
@@ -127,9 +151,18 @@ def requeue_failures(
     record_jobs(session, actor, AuditAction.JOB_REQUEUE, AuditTarget.FAILURE_GROUP, fingerprint,
                 changed, details)  # fmt: skip
     left = len(jobs) - len(changed)
-    requeued = f"Requeued {plural(len(changed), 'dead ' + jobs[0]['task'] + ' job')}."
+    requeued = ngettext(
+        "Requeued %(num)s dead %(task)s job.",
+        "Requeued %(num)s dead %(task)s jobs.",
+        len(changed),
+        task=jobs[0]["task"],
+    )
     if left:
-        requeued += f" {plural(left, 'job')} stayed dead: a waiting or running job holds its key."
+        requeued += " " + ngettext(
+            "%(num)s job stayed dead: a waiting or running job holds its key.",
+            "%(num)s jobs stayed dead: a waiting or running job holds its key.",
+            left,
+        )
     return requeued
 
 
@@ -142,7 +175,12 @@ def discard_failures(
     details = {"task": jobs[0]["task"], "selected": ids is not None}
     record_jobs(session, actor, AuditAction.JOB_DISCARD, AuditTarget.FAILURE_GROUP, fingerprint,
                 changed, details)  # fmt: skip
-    return f"Discarded {plural(len(changed), 'dead ' + jobs[0]['task'] + ' job')}."
+    return ngettext(
+        "Discarded %(num)s dead %(task)s job.",
+        "Discarded %(num)s dead %(task)s jobs.",
+        len(changed),
+        task=jobs[0]["task"],
+    )
 
 
 def _failures(session: Session, fingerprint: str, max_id: int, ids: list[int] | None) -> list[Row]:
@@ -186,19 +224,21 @@ def set_rate_limit(
 def pause_queue(session: Session, actor: User, queue: str) -> str:
     store = _store(session)
     if _queue(session, queue)["paused"]:
-        raise ActionRefused(f"Queue {queue} is already paused.")
+        raise ActionRefused(_("Queue %(name)s is already paused.", name=queue))
     store.pause_queue(queue, paused_by=actor.email)
     record(session, actor, AuditAction.QUEUE_PAUSE, AuditTarget.QUEUE, queue)
-    return f"Queue {queue} paused: workers claim none of its jobs until it is resumed."
+    return _(
+        "Queue %(name)s paused: workers claim none of its jobs until it is resumed.", name=queue
+    )
 
 
 def resume_queue(session: Session, actor: User, queue: str) -> str:
     store = _store(session)
     if not _queue(session, queue)["paused"]:
-        raise ActionRefused(f"Queue {queue} is not paused.")
+        raise ActionRefused(_("Queue %(name)s is not paused.", name=queue))
     store.resume_queue(queue)
     record(session, actor, AuditAction.QUEUE_RESUME, AuditTarget.QUEUE, queue)
-    return f"Queue {queue} resumed."
+    return _("Queue %(name)s resumed.", name=queue)
 
 
 def _queue(session: Session, queue: str) -> Row:
@@ -215,11 +255,21 @@ def drain_worker(session: Session, actor: User, worker_id: int) -> str:
         raise NotFound(f"there is no worker {worker_id}")
     asked = _store(session).request_drain(worker_id, requested_by=actor.email)
     if not asked:
-        raise ActionRefused(f"Worker {worker['name']} is {worker['state']}: nothing to shut down.")
+        raise ActionRefused(
+            _(
+                "Worker %(name)s is %(state)s: nothing to shut down.",
+                name=worker["name"],
+                state=worker_state(worker["state"]),
+            )
+        )
     record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, worker_id,
            affected=len(asked), details={"name": worker["name"], "worker_ids": asked})  # fmt: skip
-    processes = plural(len(asked), "process", "processes")
-    return f"Asked {worker['name']} to shut down gracefully ({processes})."
+    return ngettext(
+        "Asked %(name)s to shut down gracefully (%(num)s process).",
+        "Asked %(name)s to shut down gracefully (%(num)s processes).",
+        len(asked),
+        name=worker["name"],
+    )
 
 
 def drain_all_workers(session: Session, actor: User) -> str:
@@ -234,8 +284,11 @@ def drain_all_workers(session: Session, actor: User) -> str:
         raise ActionRefused("No running worker is left to ask: nothing to shut down.")
     record(session, actor, AuditAction.WORKER_DRAIN, AuditTarget.WORKER, "all",
            affected=len(asked), details={"worker_ids": sorted(asked)})  # fmt: skip
-    processes = plural(len(asked), "process", "processes")
-    return f"Asked every worker to shut down gracefully ({processes})."
+    return ngettext(
+        "Asked every worker to shut down gracefully (%(num)s process).",
+        "Asked every worker to shut down gracefully (%(num)s processes).",
+        len(asked),
+    )
 
 
 def _workers(session: Session) -> list[Row]:

@@ -7,8 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from flask_babel import gettext as _
+from flask_babel import ngettext
 
-from console.formatting import count, plural, rate_text, utc
+from blueprints.words import job_state
+from console.formatting import count, rate_text, utc
 from models.audit import AuditAction, AuditEntry, AuditTarget
 
 IDS_SHOWN = 20  # job or worker ids written out; the rest are counted
@@ -22,30 +24,60 @@ def describe(
     action: str, target_type: str, target_id: str, affected: int, details: Mapping[str, Any]
 ) -> str:
     task = details.get("task")
-    of_task = f" ({task})" if task else ""
+    if task:
+        job = _("job #%(id)s (%(task)s)", id=target_id, task=task)
+    else:
+        job = _("job #%(id)s", id=target_id)
     if target_type == AuditTarget.FAILURE_GROUP:
         return _group(action, affected, details)
     if action == AuditAction.JOB_REQUEUE:
-        was = f"{details['was']} " if details.get("was") else ""
         budget = details.get("attempt_budget")
-        more = f" with {plural(budget, 'more attempt')}" if budget else ""
-        return f"Requeued {was}job #{target_id}{of_task}{more}."
+        was = details.get("was")
+        if was and budget:
+            return ngettext(
+                "Requeued %(was)s %(job)s with %(num)s more attempt.",
+                "Requeued %(was)s %(job)s with %(num)s more attempts.",
+                budget,
+                was=job_state(was),
+                job=job,
+            )
+        if budget:
+            return ngettext(
+                "Requeued %(job)s with %(num)s more attempt.",
+                "Requeued %(job)s with %(num)s more attempts.",
+                budget,
+                job=job,
+            )
+        return _("Requeued %(job)s.", job=job)
     if action == AuditAction.JOB_CANCEL:
         if details.get("was") == "running":
-            return _("Asked running job #%(job)s%(task)s to stop.", job=target_id, task=of_task)
-        return f"Cancelled job #{target_id}{of_task}: it will not run."
+            return _("Asked %(job)s to stop while it ran.", job=job)
+        return _("Cancelled %(job)s: it will not run.", job=job)
     if action == AuditAction.JOB_RUN_NOW:
         due = details.get("was_due")
-        was_due = f"; it was due {utc(datetime.fromisoformat(due))}" if due else ""
-        return f"Made job #{target_id}{of_task} run now{was_due}."
+        if due:
+            return _(
+                "Made %(job)s run now; it was due %(when)s.",
+                job=job,
+                when=utc(datetime.fromisoformat(due)),
+            )
+        return _("Made %(job)s run now.", job=job)
     if action == AuditAction.JOB_DISCARD:
         error = details.get("last_error")
-        why = f", whose last error was “{_first_line(error)}”" if error else ""
-        return f"Discarded dead job #{target_id}{of_task}{why}."
+        if error:
+            return _(
+                "Discarded dead %(job)s, whose last error was “%(error)s”.",
+                job=job,
+                error=_first_line(error),
+            )
+        return _("Discarded dead %(job)s.", job=job)
     if action == AuditAction.QUEUE_PAUSE:
-        return f"Paused queue {target_id}: workers claim none of its jobs until it is resumed."
+        return _(
+            "Paused queue %(name)s: workers claim none of its jobs until it is resumed.",
+            name=target_id,
+        )
     if action == AuditAction.QUEUE_RESUME:
-        return f"Resumed queue {target_id}."
+        return _("Resumed queue %(name)s.", name=target_id)
     if action == AuditAction.QUEUE_RATE_LIMIT:
         limit, seconds = details.get("limit"), details.get("period_seconds") or 1.0
         if not limit:
@@ -73,30 +105,56 @@ def describe(
         return _("Downloaded export %(export)s of employee #%(id)s (%(kind)s).",
                  export=export, id=target_id, kind=kind)  # fmt: skip
     if action == AuditAction.WORKFLOW_EVENT:
-        return f"Sent event “{details.get('key')}” to workflow execution #{target_id}."
+        return _("Sent event “%(key)s” to workflow execution #%(id)s.",
+                 key=details.get("key"), id=target_id)  # fmt: skip
     if action == AuditAction.WORKFLOW_CANCEL:
-        return f"Cancelled workflow execution #{target_id} (it was {details.get('was')})."
+        return _("Cancelled workflow execution #%(id)s (it was %(was)s).",
+                 id=target_id, was=details.get("was"))  # fmt: skip
     if action == AuditAction.WORKFLOW_RESUME:
         step = details.get("step")
-        from_step = f" from its failed step “{step}”" if step else ""
-        return f"Resumed failed workflow execution #{target_id}{from_step}."
+        if step:
+            return _("Resumed failed workflow execution #%(id)s from its failed step “%(step)s”.",
+                     id=target_id, step=step)  # fmt: skip
+        return _("Resumed failed workflow execution #%(id)s.", id=target_id)
     return f"{action} on {target_type} {target_id}."
 
 
 def _group(action: str, affected: int, details: Mapping[str, Any]) -> str:
-    verb = "Requeued" if action == AuditAction.JOB_REQUEUE else "Discarded"
-    which = "the jobs ticked" if details.get("selected") else "the whole group"
-    task = details.get("task")
-    jobs = plural(affected, f"dead {task} job" if task else "dead job")
-    return f"{verb} {jobs} of a failure group ({which}): {ids(details.get('job_ids', []))}."
+    requeued = action == AuditAction.JOB_REQUEUE
+    which = _("the jobs ticked") if details.get("selected") else _("the whole group")
+    facts = {
+        "which": which,
+        "ids": ids(details.get("job_ids", [])),
+        "task": details.get("task") or "",
+    }
+    if requeued:
+        return ngettext(
+            "Requeued %(num)s dead %(task)s job of a failure group (%(which)s): %(ids)s.",
+            "Requeued %(num)s dead %(task)s jobs of a failure group (%(which)s): %(ids)s.",
+            affected,
+            **facts,
+        )
+    return ngettext(
+        "Discarded %(num)s dead %(task)s job of a failure group (%(which)s): %(ids)s.",
+        "Discarded %(num)s dead %(task)s jobs of a failure group (%(which)s): %(ids)s.",
+        affected,
+        **facts,
+    )
 
 
 def _drain(target_id: str, affected: int, details: Mapping[str, Any]) -> str:
-    processes = plural(affected, "process", "processes")
-    who = (
-        "every running worker" if target_id == "all" else details.get("name", f"worker {target_id}")
+    if target_id == "all":
+        return ngettext(
+            "Asked every running worker to shut down gracefully (%(num)s process).",
+            "Asked every running worker to shut down gracefully (%(num)s processes).",
+            affected,
+        )
+    return ngettext(
+        "Asked %(name)s to shut down gracefully (%(num)s process).",
+        "Asked %(name)s to shut down gracefully (%(num)s processes).",
+        affected,
+        name=details.get("name", _("worker %(id)s", id=target_id)),
     )
-    return f"Asked {who} to shut down gracefully ({processes})."
 
 
 def ids(values: Sequence[int]) -> str:
@@ -104,10 +162,10 @@ def ids(values: Sequence[int]) -> str:
     shown = [f"#{value}" for value in values[:IDS_SHOWN]]
     rest = len(values) - len(shown)
     if rest:
-        return f"{', '.join(shown)} and {count(rest)} more"
+        return _("%(ids)s and %(num)s more", ids=", ".join(shown), num=count(rest))
     if len(shown) < 2:
         return "".join(shown)
-    return f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return _("%(ids)s and %(last)s", ids=", ".join(shown[:-1]), last=shown[-1])
 
 
 def _first_line(text: str, limit: int = 120) -> str:

@@ -6,8 +6,9 @@ in them; a bucket with no sample is null and the line skips it.
 """
 
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
+
+from flask_babel import format_datetime
 
 from jobqueue.inspect import JobInspector, Row
 
@@ -17,16 +18,16 @@ class Window:
     name: str
     seconds: int
     bucket_seconds: int
-    label_format: str
+    label_format: str  # a Babel pattern, in the reader's time zone and language
 
 
 WINDOWS = {
     window.name: window
     for window in (
-        Window("1h", 3600, 60, "%H:%M"),
-        Window("6h", 6 * 3600, 5 * 60, "%H:%M"),
-        Window("24h", 24 * 3600, 15 * 60, "%H:%M"),
-        Window("7d", 7 * 86400, 2 * 3600, "%a %H:%M"),
+        Window("1h", 3600, 60, "HH:mm"),
+        Window("6h", 6 * 3600, 5 * 60, "HH:mm"),
+        Window("24h", 24 * 3600, 15 * 60, "HH:mm"),
+        Window("7d", 7 * 86400, 2 * 3600, "EEE HH:mm"),
     )
 }
 DEFAULT_WINDOW = "1h"
@@ -45,7 +46,7 @@ def series(
     return {
         "window": window.name,
         "bucket_seconds": window.bucket_seconds,
-        "labels": [row["bucket"].astimezone(UTC).strftime(window.label_format) for row in stats],
+        "labels": [format_datetime(row["bucket"], window.label_format) for row in stats],
         "throughput": {
             outcome: [round(row[outcome] / per_minute, 3) for row in stats]
             for outcome in ("succeeded", "failed", "dead")

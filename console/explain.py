@@ -31,16 +31,26 @@ def explain(job: Row, operator: bool = True) -> Explanation:
             return Explanation("running", _running(job, operator) + _cancelling(job), ())
         return Explanation("running", _running(job, operator), ("cancel",))
     if state == JobState.SUCCEEDED:
-        reason = f"succeeded at {utc(job['finished_at'])} on attempt {job['attempt']}"
+        reason = _(
+            "succeeded at %(when)s on attempt %(attempt)s",
+            when=utc(job["finished_at"]),
+            attempt=job["attempt"],
+        )
         return Explanation("succeeded", reason, ())
     if state == JobState.DEAD:
         return Explanation("dead", _dead(job), ("requeue", "discard"))
     if job.get("cancel_requested_at") is not None:
         reason = _("cancelled at %(at)s: asked to stop while it ran", at=utc(job["finished_at"]))
         return Explanation("cancelled", reason, ("requeue",))
-    reason = f"cancelled at {utc(job['finished_at'])} by an operator"
     if job["last_error"]:
-        reason += f", after attempt {job['attempt']} of {job['max_attempts']} had failed"
+        reason = _(
+            "cancelled at %(when)s by an operator, after attempt %(attempt)s of %(max)s had failed",
+            when=utc(job["finished_at"]),
+            attempt=job["attempt"],
+            max=job["max_attempts"],
+        )
+    else:
+        reason = _("cancelled at %(when)s by an operator", when=utc(job["finished_at"]))
     return Explanation("cancelled", reason, ("requeue",))
 
 
@@ -49,19 +59,28 @@ def _waiting(job: Row, operator: bool) -> Explanation:
     if at > now:
         when = f"{utc(at)} ({relative(at, now)})"
         if job["attempt"] == 0:
-            label, reason = "scheduled", f"scheduled for {when}"
+            label, reason = "scheduled", _("scheduled for %(when)s", when=when)
         else:
             label = "backing off"
-            reason = (
-                f"backing off after attempt {job['attempt']} of {job['max_attempts']}; "
-                f"next try at {when}"
+            reason = _(
+                "backing off after attempt %(attempt)s of %(max)s; next try at %(when)s",
+                attempt=job["attempt"],
+                max=job["max_attempts"],
+                when=when,
             )
         return Explanation(label, reason + _blocked_note(job), ("run_now", "cancel"))
     if job["queue_paused"]:
-        by = f" by {job['queue_paused_by']}" if job["queue_paused_by"] and operator else ""
-        reason = f"waiting: queue paused{by} since {utc(job['queue_paused_at'])}"
+        since = utc(job["queue_paused_at"])
+        if job["queue_paused_by"] and operator:
+            reason = _(
+                "waiting: queue paused by %(who)s since %(when)s",
+                who=job["queue_paused_by"],
+                when=since,
+            )
+        else:
+            reason = _("waiting: queue paused since %(when)s", when=since)
     elif job["live_workers"] == 0:
-        reason = "waiting: no live worker serves this queue"
+        reason = _("waiting: no live worker serves this queue")
     elif job.get("queue_rate_limit") is not None:
         rate = rate_text(job["queue_rate_limit"], job["queue_rate_period"])
         reason = _(
@@ -73,31 +92,48 @@ def _waiting(job: Row, operator: bool) -> Explanation:
             queue=job["queue"],
         )
     else:
-        reason = f"waiting for a free worker since {utc(at)} ({relative(at, now)})"
+        reason = _(
+            "waiting for a free worker since %(when)s (%(ago)s)",
+            when=utc(at),
+            ago=relative(at, now),
+        )
     return Explanation("waiting", reason, ("cancel",))
 
 
 def _blocked_note(job: Row) -> str:
     """What will hold a scheduled job up even once its time has come."""
     if job["queue_paused"]:
-        return "; its queue is paused, so it will wait beyond that"
+        return _("; its queue is paused, so it will wait beyond that")
     if job["live_workers"] == 0:
-        return "; no live worker serves its queue now"
+        return _("; no live worker serves its queue now")
     return ""
 
 
 def _running(job: Row, operator: bool) -> str:
     now, lease = job["now"], job["lease_expires_at"]
     if lease < now:
-        holder = job["locked_by"] if operator else "a worker"
-        return (
-            f"claimed by {holder}, whose lease expired {relative(lease, now)}: "
-            "the sweeper will put it back"
+        holder = job["locked_by"] if operator else _("a worker")
+        return _(
+            "claimed by %(holder)s, whose lease expired %(ago)s: the sweeper will put it back",
+            holder=holder,
+            ago=relative(lease, now),
         )
-    where = f"running on {job['locked_by']}" if operator else "running"
-    return (
-        f"{where}: attempt {job['attempt']} of {job['max_attempts']}, "
-        f"claimed {relative(job['started_at'], now)}, lease until {utc(lease, with_date=False)}"
+    facts = {
+        "attempt": job["attempt"],
+        "max": job["max_attempts"],
+        "claimed": relative(job["started_at"], now),
+        "until": utc(lease, with_date=False),
+    }
+    if operator:
+        return _(
+            "running on %(worker)s: attempt %(attempt)s of %(max)s, claimed %(claimed)s, lease "
+            "until %(until)s",
+            worker=job["locked_by"],
+            **facts,
+        )
+    return _(
+        "running: attempt %(attempt)s of %(max)s, claimed %(claimed)s, lease until %(until)s",
+        **facts,
     )
 
 
@@ -111,9 +147,13 @@ def _cancelling(job: Row) -> str:
 
 
 def _dead(job: Row) -> str:
-    attempts = f"attempt {job['attempt']} of {job['max_attempts']}"
+    facts = {"attempt": job["attempt"], "max": job["max_attempts"]}
     if (job["last_error"] or "").startswith("LeaseExpired"):
-        return f"dead: its worker stopped renewing the lease on its last attempt ({attempts})"
+        return _(
+            "dead: its worker stopped renewing the lease on its last attempt (attempt %(attempt)s "
+            "of %(max)s)",
+            **facts,
+        )
     if job["attempt"] < job["max_attempts"]:
-        return f"dead: a permanent error on {attempts}, so no retry"
-    return f"dead: {attempts} failed and no attempt is left"
+        return _("dead: a permanent error on attempt %(attempt)s of %(max)s, so no retry", **facts)
+    return _("dead: attempt %(attempt)s of %(max)s failed and no attempt is left", **facts)

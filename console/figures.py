@@ -9,11 +9,14 @@ stable at the start of a minute, and exact once the workers have flushed (every 
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask_babel import lazy_gettext as _l
+
 from console import formatting
 from jobqueue.inspect import JobInspector, Row
 
 WINDOWS = (1, 5, 60)  # minutes
 TIMED_WINDOW = 5  # run and wait times, and the error rate, are over this window
+STATE_NAMES = {"paused": _l("paused"), "no live worker": _l("no live worker")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,7 @@ class QueueFigures:
         """The same figures as the page writes them; keys are the cells' ``data-field``."""
         last_hour = self.outcomes[60]
         return {
-            "state": self.state,
+            "state": str(STATE_NAMES[self.state]) if self.state else "",
             "available": formatting.count(self.available),
             "scheduled": formatting.count(self.scheduled),
             "running": formatting.count(self.running),

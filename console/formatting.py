@@ -1,29 +1,38 @@
 """How the console writes numbers, durations and times: one place for the pages and the JSON
-their live refresh reads, so a figure looks the same before and after a refresh."""
+their live refresh reads, so a figure looks the same before and after a refresh. In the
+reader's language (the request's, through Flask-Babel; English outside a request): "1,234.5"
+or "1.234,5", "3 min ago" or "há 3 min". Units (ms, s, min, h, d) are the same in both."""
 
 from datetime import UTC, datetime
+
+from babel import Locale
+from babel.numbers import format_decimal
+from flask_babel import get_locale, gettext
 
 NONE = "—"
 
 
+def _locale() -> Locale:
+    return get_locale() or Locale.parse("en")
+
+
+def _number(value: float, pattern: str) -> str:
+    return format_decimal(value, pattern, locale=_locale())
+
+
 def count(value: int | None) -> str:
-    return NONE if value is None else f"{value:,}"
-
-
-def plural(value: int, noun: str, nouns: str | None = None) -> str:
-    """ "1 job", "2 jobs", "1,200 processes": the count with its noun, singular only for one."""
-    return f"{count(value)} {noun if value == 1 else (nouns or noun + 's')}"
+    return NONE if value is None else _number(value, "#,##0")
 
 
 def rate(per_minute: float) -> str:
     """Jobs per minute: one decimal below 100."""
-    return f"{per_minute:,.0f}" if per_minute >= 100 else f"{per_minute:.1f}"
+    return _number(per_minute, "#,##0" if per_minute >= 100 else "0.0")
 
 
 def percent(fraction: float | None) -> str:
     if fraction is None:
         return NONE
-    return f"{fraction * 100:.1f} %"
+    return f"{_number(fraction * 100, '0.0')} %"
 
 
 def seconds(value: float | None) -> str:
@@ -33,7 +42,7 @@ def seconds(value: float | None) -> str:
     if value < 1:
         return f"{value * 1000:.0f} ms"
     if value < 60:
-        return f"{value:.1f} s"
+        return f"{_number(value, '0.0')} s"
     whole = int(value)
     if whole < 3600:
         return _two(whole // 60, "min", whole % 60, "s")
@@ -56,14 +65,23 @@ def relative(moment: datetime, now: datetime) -> str:
     """ "in 3 min" or "3 min ago", against the database's ``now``."""
     delta = (moment - now).total_seconds()
     if abs(delta) < 1:
-        return "now"
-    return f"in {seconds(delta)}" if delta > 0 else f"{seconds(-delta)} ago"
+        return gettext("now")
+    if delta > 0:
+        return gettext("in %(duration)s", duration=seconds(delta))
+    return gettext("%(duration)s ago", duration=seconds(-delta))
 
 
 PERIOD_NAMES = {1.0: "second", 60.0: "minute", 3600.0: "hour"}
 
 
 def rate_text(limit: int, period_seconds: float) -> str:
-    """``20 per second``, ``100 per minute``, ``3 per 90 s``."""
+    """``20 per second``, ``100 per minute``, ``3 per 90 s``, in the reader's language."""
     per = PERIOD_NAMES.get(period_seconds)
-    return f"{limit} per {per}" if per else f"{limit} per {period_seconds:g} s"
+    shown = count(limit)
+    if per == "second":
+        return gettext("%(limit)s per second", limit=shown)
+    if per == "minute":
+        return gettext("%(limit)s per minute", limit=shown)
+    if per == "hour":
+        return gettext("%(limit)s per hour", limit=shown)
+    return gettext("%(limit)s per %(period)s s", limit=shown, period=f"{period_seconds:g}")

@@ -22,7 +22,7 @@ TEMPLATE = TRANSLATIONS / "messages.pot"  # derived, not kept
 # Where user-visible text lives (babel.cfg says how to read each file). Not commands/: the CLI
 # speaks English.
 SOURCES = ("app.py", "blueprints", "console", "hr", "models", "templates")
-KEYWORDS = ("_l", "lazy_gettext", "lazy_ngettext:1,2")
+KEYWORDS = ("_l", "lazy_gettext", "lazy_ngettext:1,2", "lazy_pgettext:1c,2")
 
 
 def extract(template: Path = TEMPLATE) -> None:

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from hr.cycles import lock_cycle, require_status
 from hr.errors import InvalidInput
+from hr.i18n import gettext as _
 from hr.lifecycle import start_lifecycle
 from hr.tasks import NOTIFY_REVIEWER
 from jobqueue import JobRequest, enqueue_many
@@ -42,7 +43,7 @@ class Activation:
 def activate_cycle(session: Session, tenant_id: int, cycle_id: int, actor_id: int) -> Activation:
     """Activate a draft cycle and enqueue its notifications, in the caller's transaction."""
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.DRAFT, "activated")
+    require_status(cycle, CycleStatus.DRAFT, _("activated"))
     reviewers = session.scalars(
         select(Review.reviewer_id)
         .where(Review.cycle_id == cycle_id, Review.tenant_id == tenant_id)
@@ -50,7 +51,9 @@ def activate_cycle(session: Session, tenant_id: int, cycle_id: int, actor_id: in
         .order_by(Review.reviewer_id)
     ).all()
     if not reviewers:
-        raise InvalidInput(f"“{cycle.name}” has no reviews yet: generate them before activating")
+        raise InvalidInput(
+            _("“%(name)s” has no reviews yet: generate them before activating", name=cycle.name)
+        )
     cycle.status = CycleStatus.ACTIVE
     cycle.activated_at = func.now()
     cycle.activated_by = actor_id

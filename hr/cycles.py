@@ -12,14 +12,15 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from hr.errors import InvalidInput, NotFound, StateConflict
+from hr.i18n import gettext as _
 from hr.review_plan import GeneratedReview, Rework, rework_reviews
 from hr.text import is_one_line
+from hr.wording import cycle_status
 from models import CycleParticipant, Employee, Review, ReviewCycle
 from models.cycles import CycleStatus, ReviewStatus
 
 MAX_NAME_LENGTH = 200
 # The name is the subject of every reviewer's e-mail: a line break there would break them all.
-ONE_LINE_NAME = "the name must be one line, without line breaks or control characters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +34,15 @@ class CycleDetails:
 
     def check(self) -> None:
         if not self.name.strip() or len(self.name) > MAX_NAME_LENGTH:
-            raise InvalidInput(f"the name needs 1 to {MAX_NAME_LENGTH} characters")
+            raise InvalidInput(_("the name needs 1 to %(max)s characters", max=MAX_NAME_LENGTH))
         if not is_one_line(self.name):
-            raise InvalidInput(ONE_LINE_NAME)
+            raise InvalidInput(
+                _("the name must be one line, without line breaks or control characters")
+            )
         if self.period_end < self.period_start:
-            raise InvalidInput("the period must end on or after its first day")
+            raise InvalidInput(_("the period must end on or after its first day"))
         if self.due_date < self.period_start:
-            raise InvalidInput("the due date cannot be before the period starts")
+            raise InvalidInput(_("the due date cannot be before the period starts"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,23 +60,54 @@ class ParticipantChange:
     @property
     def warning(self) -> str:
         """What the change would do, for the user to agree to before it is made."""
-        kept = f"; the other {self.reviews_kept} stay" if self.reviews_kept else ""
-        added = f"; {self.reviews_added} will be added" if self.reviews_added else ""
-        return (
-            f"Adding {self.added} and removing {self.removed} participants drops "
-            f"{self.reviews_dropped} generated reviews that no longer apply{added}{kept}."
+        counts = {
+            "added": self.added,
+            "removed": self.removed,
+            "dropped": self.reviews_dropped,
+            "new": self.reviews_added,
+            "kept": self.reviews_kept,
+        }
+        if self.reviews_added and self.reviews_kept:
+            return _(
+                "Adding %(added)s and removing %(removed)s participants drops %(dropped)s "
+                "generated reviews that no longer apply; %(new)s will be added; the other "
+                "%(kept)s stay.",
+                **counts,
+            )
+        if self.reviews_added:
+            return _(
+                "Adding %(added)s and removing %(removed)s participants drops %(dropped)s "
+                "generated reviews that no longer apply; %(new)s will be added.",
+                **counts,
+            )
+        if self.reviews_kept:
+            return _(
+                "Adding %(added)s and removing %(removed)s participants drops %(dropped)s "
+                "generated reviews that no longer apply; the other %(kept)s stay.",
+                **counts,
+            )
+        return _(
+            "Adding %(added)s and removing %(removed)s participants drops %(dropped)s "
+            "generated reviews that no longer apply.",
+            **counts,
         )
 
     @property
     def summary(self) -> str:
         """One sentence for the user, once made."""
         if not (self.added or self.removed):
-            return "No change to the participants."
-        text = f"{self.added} participants added, {self.removed} removed."
+            return _("No change to the participants.")
+        text = _(
+            "%(added)s participants added, %(removed)s removed.",
+            added=self.added,
+            removed=self.removed,
+        )
         if self.reviews_dropped or self.reviews_added:
-            text += (
-                f" Generated reviews: {self.reviews_kept} kept, {self.reviews_dropped} dropped,"
-                f" {self.reviews_added} added."
+            text += " " + _(
+                "Generated reviews: %(kept)s kept, %(dropped)s dropped, %(added)s added.",
+                kept=self.reviews_kept,
+                dropped=self.reviews_dropped,
+                added=self.reviews_added,
             )
         return text
 
@@ -87,7 +121,7 @@ def lock_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
         .execution_options(populate_existing=True)
     ).one_or_none()
     if cycle is None:
-        raise NotFound(f"there is no review cycle {cycle_id}")
+        raise NotFound(_("there is no review cycle %(id)s", id=cycle_id))
     return cycle
 
 
@@ -95,8 +129,14 @@ def require_status(cycle: ReviewCycle, expected: CycleStatus, action: str) -> No
     """Refuse ``action`` unless the (locked) cycle is in state ``expected``."""
     if cycle.status != expected:
         raise StateConflict(
-            f"“{cycle.name}” cannot be {action}: it is {cycle.status}, not {expected}. "
-            "Nothing was changed."
+            _(
+                "“%(name)s” cannot be %(action)s: it is %(status)s, not %(expected)s. Nothing "
+                "was changed.",
+                name=cycle.name,
+                action=action,
+                status=cycle_status(cycle.status),
+                expected=cycle_status(expected),
+            )
         )
 
 
@@ -120,7 +160,7 @@ def update_cycle(
 ) -> ReviewCycle:
     details.check()
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.DRAFT, "edited")
+    require_status(cycle, CycleStatus.DRAFT, _("edited"))
     cycle.name = details.name.strip()
     cycle.period_start = details.period_start
     cycle.period_end = details.period_end
@@ -145,7 +185,7 @@ def change_participants(
     ``applied=False``.
     """
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.DRAFT, "given other participants")
+    require_status(cycle, CycleStatus.DRAFT, _("given other participants"))
     add, remove = add - remove, remove - add
     known = set(
         session.scalars(
@@ -153,7 +193,9 @@ def change_participants(
         )
     )
     if unknown := add - known:
-        raise InvalidInput(f"no such employees: {', '.join(map(str, sorted(unknown)))}")
+        raise InvalidInput(
+            _("no such employees: %(ids)s", ids=", ".join(map(str, sorted(unknown))))
+        )
     current = set(
         session.scalars(
             select(CycleParticipant.employee_id).where(CycleParticipant.cycle_id == cycle_id)
@@ -243,7 +285,7 @@ def _apply(
 def cancel_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
     """Abandon a draft; its participants and reviews stay for the record."""
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.DRAFT, "cancelled")
+    require_status(cycle, CycleStatus.DRAFT, _("cancelled"))
     cycle.status = CycleStatus.CANCELLED
     return cycle
 
@@ -251,7 +293,7 @@ def cancel_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle
 def close_cycle(session: Session, tenant_id: int, cycle_id: int) -> ReviewCycle:
     """End an active cycle: reviews not yet submitted can no longer be."""
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.ACTIVE, "closed")
+    require_status(cycle, CycleStatus.ACTIVE, _("closed"))
     cycle.status = CycleStatus.CLOSED
     cycle.closed_at = func.now()
     return cycle

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, aliased
 
+from hr.i18n import gettext as _
 from models import CycleParticipant, Employee
 
 
@@ -18,8 +19,14 @@ class DirectoryEntry:
 
     @property
     def label(self) -> str:
-        reports_to = f", reports to {self.manager_name}" if self.manager_name else ""
-        return f"{self.name} — {self.department}{reports_to}"
+        if self.manager_name:
+            return _(
+                "%(name)s — %(department)s, reports to %(manager)s",
+                name=self.name,
+                department=self.department,
+                manager=self.manager_name,
+            )
+        return f"{self.name} — {self.department}"
 
 
 def departments(session: Session, tenant_id: int) -> list[str]:

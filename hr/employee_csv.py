@@ -19,6 +19,7 @@ from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
+from hr.i18n import format_number, gettext
 from hr.text import is_one_line
 
 COLUMNS = ("name", "email", "department", "manager_email")
@@ -51,24 +52,37 @@ class EmployeeRow:
 def read_upload(raw: bytes) -> UploadedFile:
     """The file as text with its row count; raises FileRefused."""
     if len(raw) > MAX_BYTES:
-        raise FileRefused(f"the file is {len(raw):,} bytes; the limit is {MAX_BYTES:,} (10 MiB)")
+        raise FileRefused(
+            gettext(
+                "the file is %(size)s bytes; the limit is %(max)s (10 MiB)",
+                size=format_number(len(raw)),
+                max=format_number(MAX_BYTES),
+            )
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise FileRefused(
-            f"the file is not UTF-8 text (byte {error.start + 1:,} is not UTF-8): "
-            "save it as “CSV UTF-8” and try again"
+            gettext(
+                "the file is not UTF-8 text (byte %(byte)s is not UTF-8): save it as “CSV UTF-8” "
+                "and try again",
+                byte=format_number(error.start + 1),
+            )
         ) from None
     if "\x00" in text:
-        raise FileRefused("the file holds NUL bytes: it is not a CSV text file")
+        raise FileRefused(gettext("the file holds NUL bytes: it is not a CSV text file"))
     reader, _ = _open(text)
     try:  # counted as they stream by: the request keeps no row, and leaves no garbage
         rows = sum(1 for fields in reader if "".join(fields).strip())
     except csv.Error as error:
-        raise FileRefused(f"line {reader.line_num} is not CSV: {error}") from None
+        raise FileRefused(not_csv(reader.line_num, error)) from None
     if not rows:
-        raise FileRefused("the file has a header but no employee")
+        raise FileRefused(gettext("the file has a header but no employee"))
     return UploadedFile(text, rows)
+
+
+def not_csv(line: int, error: csv.Error) -> str:
+    return gettext("line %(line)s is not CSV: %(error)s", line=line, error=error)
 
 
 def employee_rows(text: str) -> list[EmployeeRow]:
@@ -84,13 +98,17 @@ def _open(text: str) -> tuple[Any, list[str]]:
     try:
         header = next(reader, [])
     except csv.Error as error:
-        raise FileRefused(f"line 1 is not CSV: {error}") from None
+        raise FileRefused(not_csv(1, error)) from None
     columns = [name.strip().lower() for name in header]
     if sorted(columns) != sorted(COLUMNS):
-        found = ", ".join(name for name in columns if name) or "nothing"
+        found = ", ".join(name for name in columns if name) or gettext("nothing")
         raise FileRefused(
-            f"the first line must name the columns {', '.join(COLUMNS)} (in any order); "
-            f"it names {found}"
+            gettext(
+                "the first line must name the columns %(columns)s (in any order); it names "
+                "%(found)s",
+                columns=", ".join(COLUMNS),
+                found=found,
+            )
         )
     return reader, columns
 
@@ -104,7 +122,7 @@ def _data(reader: Any) -> Iterator[tuple[int, list[str]]]:
         except StopIteration:
             return
         except csv.Error as error:
-            raise FileRefused(f"line {start} is not CSV: {error}") from None
+            raise FileRefused(not_csv(start, error)) from None
         if "".join(fields).strip():
             yield start, fields
         start = reader.line_num + 1

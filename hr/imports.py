@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from console.audit import record
 from hr.employee_csv import FileRefused, read_upload
 from hr.errors import InvalidInput, StateConflict
+from hr.i18n import gettext
 from hr.tasks import IMPORT_EMPLOYEES
 from hr.text import is_one_line
 from jobqueue import enqueue
@@ -52,7 +53,9 @@ def start_import(
     try:
         upload = read_upload(raw)
     except FileRefused as error:
-        raise InvalidInput(f"{name} cannot be imported: {error}.") from None
+        raise InvalidInput(
+            gettext("%(file)s cannot be imported: %(error)s.", file=name, error=error)
+        ) from None
     stored = {
         "tenant_id": tenant_id,
         "created_by": actor.id if actor else None,
@@ -99,10 +102,18 @@ def _under_way(session: Session, tenant_id: int) -> str:
             EmployeeImport.tenant_id == tenant_id, EmployeeImport.state.in_(UNDER_WAY)
         )
     ).first()
-    which = (
-        f"Import {busy.id} ({busy.filename}) is {busy.state}" if busy else "An import is under way"
+    if busy is None:
+        return gettext(
+            "An import is under way: one import at a time. Wait for it to finish, then start "
+            "this one."
+        )
+    return gettext(
+        "Import %(id)s (%(file)s) is %(state)s: one import at a time. Wait for it to finish, "
+        "then start this one.",
+        id=busy.id,
+        file=busy.filename,
+        state=gettext(busy.state),
     )
-    return f"{which}: one import at a time. Wait for it to finish, then start this one."
 
 
 def settle_abandoned(session: Session, tenant_id: int) -> None:

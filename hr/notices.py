@@ -1,7 +1,9 @@
 """The e-mail telling a reviewer that their reviews of a cycle are open: its data and its text.
 
 Read with the worker's psycopg connection, rendered with Jinja2 (plain text and HTML), both
-without Flask: the worker does not import the web application.
+without Flask: the worker does not import the web application. Written in the reviewer's
+language: the one they chose on their profile (the user linked to their employee record), else
+their tenant's default; the subject and the due date too (hr.i18n).
 """
 
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ import psycopg
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from psycopg.rows import dict_row
 
+from hr.i18n import format_day, gettext, speaking, translate, translate_plural
 from hr.mail import MailSettings, check_address
 from hr.wording import review_label
 from jobqueue import PermanentError
@@ -28,12 +31,20 @@ _templates = Environment(
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    extensions=["jinja2.ext.i18n"],
+)
+_templates.install_gettext_callables(  # type: ignore[attr-defined]
+    translate, translate_plural, newstyle=True
 )
 
 NOTICE_QUERY = """
 SELECT c.id AS cycle_id, c.name AS cycle_name, c.status AS cycle_status, c.due_date,
        t.name AS organisation, e.id AS reviewer_id, e.name AS reviewer_name,
        e.email AS reviewer_email,
+       coalesce((SELECT u.language FROM users u
+                 WHERE u.tenant_id = c.tenant_id AND u.employee_id = e.id
+                   AND u.language IS NOT NULL
+                 ORDER BY u.id LIMIT 1), t.default_locale) AS language,
        array_agg(r.kind ORDER BY r.kind <> 'self', reviewee.name) AS kinds,
        array_agg(reviewee.name ORDER BY r.kind <> 'self', reviewee.name) AS reviewees
 FROM review_cycles c
@@ -42,7 +53,7 @@ JOIN reviews r ON r.cycle_id = c.id AND r.tenant_id = c.tenant_id
 JOIN employees e ON e.id = r.reviewer_id AND e.tenant_id = c.tenant_id
 JOIN employees reviewee ON reviewee.id = r.reviewee_id AND reviewee.tenant_id = c.tenant_id
 WHERE c.tenant_id = %(tenant_id)s AND c.id = %(cycle_id)s AND r.reviewer_id = %(reviewer_id)s
-GROUP BY c.id, t.name, e.id
+GROUP BY c.id, t.name, t.default_locale, e.id
 """
 
 
@@ -57,6 +68,7 @@ class ReviewerNotice:
     reviewer_name: str
     reviewer_email: str
     reviews: list[str]  # hr.wording.review_label of each, the self-review first
+    language: str = "en"  # the reviewer's: pt_BR or en
 
 
 def load_notice(
@@ -71,8 +83,9 @@ def load_notice(
         row = cursor.fetchone()
     if row is None:
         return None
-    labels = map(review_label, row.pop("kinds"), row.pop("reviewees"))
-    return ReviewerNotice(**row, reviews=list(labels))
+    with speaking(row["language"]):
+        labels = list(map(review_label, row.pop("kinds"), row.pop("reviewees")))
+    return ReviewerNotice(**row, reviews=labels)
 
 
 def record_start(
@@ -106,13 +119,25 @@ def render_notice(notice: ReviewerNotice, settings: MailSettings, tenant_id: int
 def _render(
     notice: ReviewerNotice, settings: MailSettings, tenant_id: int, recipient: str
 ) -> EmailMessage:
+    with speaking(notice.language):
+        return _render_in_language(notice, settings, tenant_id, recipient)
+
+
+def _render_in_language(
+    notice: ReviewerNotice, settings: MailSettings, tenant_id: int, recipient: str
+) -> EmailMessage:
     context = {
         "notice": notice,
         "link": settings.base_url + REVIEWER_PAGE.format(cycle_id=notice.cycle_id),
-        "due": f"{notice.due_date:%A} {notice.due_date.day} {notice.due_date:%B %Y}",
+        "due": format_day(notice.due_date, long=True),
+        "language": notice.language,
     }
     message = EmailMessage()
-    message["Subject"] = f"Reviews due {notice.due_date:%d %b %Y}: {notice.cycle_name}"
+    message["Subject"] = gettext(
+        "Reviews due %(due)s: %(cycle)s",
+        due=format_day(notice.due_date),
+        cycle=notice.cycle_name,
+    )
     message["From"] = settings.sender
     message["To"] = formataddr((notice.reviewer_name, recipient))
     message["Date"] = formatdate(usegmt=True)

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from hr.errors import InvalidInput
+from hr.i18n import gettext as _
 from models.cycles import ReviewKind
 
 MAX_PEERS = 5
@@ -45,7 +46,7 @@ class Rework:
 def plan_reviews(people: dict[int, int | None], peers: int) -> list[Assignment]:
     """The reviews for participants ``{employee id: manager id}``."""
     if not 0 <= peers <= MAX_PEERS:
-        raise InvalidInput(f"peers per person must be between 0 and {MAX_PEERS}")
+        raise InvalidInput(_("peers per person must be between 0 and %(max)s", max=MAX_PEERS))
     plan = [Assignment(person, person, ReviewKind.SELF) for person in sorted(people)]
     plan += [
         Assignment(manager, person, ReviewKind.MANAGER)

@@ -10,7 +10,9 @@ from sqlalchemy.orm import Session, aliased
 
 from hr.cycles import lock_cycle, require_status
 from hr.errors import InvalidInput, NotFound, StateConflict
+from hr.i18n import gettext as _
 from hr.review_plan import plan_reviews
+from hr.wording import cycle_status
 from models import CycleParticipant, Employee, Review, ReviewCycle
 from models.cycles import CycleStatus, ReviewKind, ReviewStatus
 
@@ -20,7 +22,7 @@ MAX_COMMENT_LENGTH = 5000
 def generate_reviews(session: Session, tenant_id: int, cycle_id: int, peers: int) -> int:
     """Replace the draft cycle's reviews with a fresh plan; returns how many there are."""
     cycle = lock_cycle(session, tenant_id, cycle_id)
-    require_status(cycle, CycleStatus.DRAFT, "given new reviews")
+    require_status(cycle, CycleStatus.DRAFT, _("given new reviews"))
     rows = session.execute(
         select(Employee.id, Employee.manager_id)
         .join(CycleParticipant, CycleParticipant.employee_id == Employee.id)
@@ -28,7 +30,7 @@ def generate_reviews(session: Session, tenant_id: int, cycle_id: int, peers: int
     )
     people = {employee_id: manager_id for employee_id, manager_id in rows}
     if not people:
-        raise InvalidInput("the cycle has no participants yet: choose them first")
+        raise InvalidInput(_("the cycle has no participants yet: choose them first"))
     plan = plan_reviews(people, peers)
     session.execute(delete(Review).where(Review.cycle_id == cycle_id))
     session.execute(
@@ -58,9 +60,11 @@ def submit_review(
 ) -> Review:
     """Record the reviewer's answer to one of their open reviews of an active cycle."""
     if not 1 <= rating <= 5:
-        raise InvalidInput("the rating must be from 1 to 5")
+        raise InvalidInput(_("the rating must be from 1 to 5"))
     if len(comments) > MAX_COMMENT_LENGTH:
-        raise InvalidInput(f"comments may have at most {MAX_COMMENT_LENGTH} characters")
+        raise InvalidInput(
+            _("comments may have at most %(max)s characters", max=MAX_COMMENT_LENGTH)
+        )
     review = session.scalars(
         select(Review)
         .where(
@@ -72,7 +76,7 @@ def submit_review(
         .execution_options(populate_existing=True)
     ).one_or_none()
     if review is None:
-        raise NotFound(f"there is no review {review_id} for you")
+        raise NotFound(_("there is no review %(id)s for you", id=review_id))
     # A share lock: a concurrent close (FOR UPDATE) waits for this submission, or wins before it.
     cycle = session.scalars(
         select(ReviewCycle)
@@ -81,9 +85,15 @@ def submit_review(
         .execution_options(populate_existing=True)
     ).one()
     if cycle.status != CycleStatus.ACTIVE:
-        raise StateConflict(f"“{cycle.name}” is {cycle.status}: reviews can no longer be submitted")
+        raise StateConflict(
+            _(
+                "“%(name)s” is %(status)s: reviews can no longer be submitted",
+                name=cycle.name,
+                status=cycle_status(cycle.status),
+            )
+        )
     if review.status != ReviewStatus.OPEN:
-        raise StateConflict("this review was already submitted")
+        raise StateConflict(_("this review was already submitted"))
     review.rating = rating
     review.comments = comments.strip()
     review.status = ReviewStatus.SUBMITTED

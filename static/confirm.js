@@ -5,6 +5,7 @@
 // server asks the same question on a page of its own.
 (() => {
   let dialog = null;
+  const words = JSON.parse(document.body.dataset.words || "{}"); // the page's language
 
   function build() {
     const element = document.createElement("dialog");
@@ -21,7 +22,7 @@
     const no = choices.appendChild(document.createElement("button"));
     no.value = "no";
     no.className = "button secondary";
-    no.textContent = "Back";
+    no.textContent = words.back || "Back";
     document.body.appendChild(element);
     return element;
   }
@@ -32,7 +33,7 @@
     dialog.querySelector("h2").textContent = confirm;
     dialog.querySelector("p").textContent = confirmDetail || "";
     const yes = dialog.querySelector("button[value=yes]");
-    yes.textContent = confirmButton || "Confirm";
+    yes.textContent = confirmButton || words.confirm || "Confirm";
     yes.className = `button ${confirmKind || "danger"}`;
     dialog.returnValue = "";
     dialog.onclose = () => {

@@ -5,6 +5,7 @@ from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
+    abort,
     current_app,
     flash,
     redirect,
@@ -15,11 +16,11 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
-from flask_babel import ngettext
+from flask_babel import ngettext, refresh
 from flask_login import current_user, login_user, logout_user
 
 from blueprints.auth.access import login_only
-from blueprints.auth.forms import LoginForm
+from blueprints.auth.forms import LanguageForm, LoginForm, ProfileForm
 from blueprints.links import query_args
 from hr.accounts import authenticate, end_sessions
 from hr.throttle import count_attempt, forgive
@@ -79,6 +80,36 @@ def logout() -> ResponseReturnValue:
     session.clear()
     flash(_("You are logged out."), "info")
     return redirect(url_for("auth.login"))
+
+
+@bp.route("/profile", methods=["GET", "POST"])
+@login_only
+def profile() -> ResponseReturnValue:
+    user = current_user
+    form = ProfileForm(tenant_zone=user.tenant.default_time_zone)
+    if not form.is_submitted():
+        form.language.data = user.language or ""
+        form.time_zone.data = user.time_zone or ""
+    if form.validate_on_submit():
+        user.language = form.language.data or None
+        user.time_zone = form.time_zone.data or None
+        db.session.commit()
+        refresh()  # this very answer in the language just chosen
+        flash(_("Your language and time zone are saved."), "success")
+        return redirect(url_for("auth.profile"), 303)
+    return render_template("auth/profile.html", form=form), 400 if form.errors else 200
+
+
+@bp.post("/language")
+@login_only
+def language() -> ResponseReturnValue:
+    """The top bar's switch: saves the language as the profile page does, and goes back."""
+    form = LanguageForm()
+    if not form.validate_on_submit():
+        abort(400, _("Choose one of the languages offered."))
+    current_user.language = form.language.data
+    db.session.commit()
+    return redirect(safe_next(form.next.data) or url_for("auth.profile"), 303)
 
 
 @bp.app_errorhandler(403)

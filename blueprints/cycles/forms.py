@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -27,29 +28,31 @@ from wtforms.validators import (
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from blueprints.inputs import as_id
-from hr.cycles import MAX_NAME_LENGTH, ONE_LINE_NAME, CycleDetails
+from hr.cycles import MAX_NAME_LENGTH, CycleDetails
 from hr.review_plan import MAX_PEERS
 from hr.reviews import MAX_COMMENT_LENGTH
 from hr.text import is_one_line
 
 
 class CycleForm(FlaskForm):
-    name = StringField("Name", validators=[DataRequired(), Length(max=MAX_NAME_LENGTH)])
-    period_start = DateField("Period starts", validators=[InputRequired()])
-    period_end = DateField("Period ends", validators=[InputRequired()])
-    due_date = DateField("Reviews due", validators=[InputRequired()])
+    name = StringField(_l("Name"), validators=[DataRequired(), Length(max=MAX_NAME_LENGTH)])
+    period_start = DateField(_l("Period starts"), validators=[InputRequired()])
+    period_end = DateField(_l("Period ends"), validators=[InputRequired()])
+    due_date = DateField(_l("Reviews due"), validators=[InputRequired()])
 
     def validate_name(self, field: StringField) -> None:
         if field.data and not is_one_line(field.data):
-            raise ValidationError(ONE_LINE_NAME.capitalize() + ".")
+            raise ValidationError(
+                _("The name must be one line, without line breaks or control characters.")
+            )
 
     def validate_period_end(self, field: DateField) -> None:
         if self.period_start.data and field.data and field.data < self.period_start.data:
-            raise ValidationError("The period must end on or after its first day.")
+            raise ValidationError(_("The period must end on or after its first day."))
 
     def validate_due_date(self, field: DateField) -> None:
         if self.period_start.data and field.data and field.data < self.period_start.data:
-            raise ValidationError("The due date cannot be before the period starts.")
+            raise ValidationError(_("The due date cannot be before the period starts."))
 
     def details(self) -> CycleDetails:
         return CycleDetails(
@@ -66,18 +69,18 @@ class ParticipantFilterForm(FlaskForm):
     class Meta:
         csrf = False
 
-    manager = SelectField("Reports to", coerce=int, default=0)
-    department = SelectField("Department", default="")
+    manager = SelectField(_l("Reports to"), coerce=int, default=0)
+    department = SelectField(_l("Department"), default="")
 
     def __init__(self, *args: Any, managers: list[tuple[int, str]], departments: list[str],
                  **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
         self.manager.choices = [
-            SelectChoice(0, "Anyone"),
+            SelectChoice(0, _("Anyone")),
             *(SelectChoice(value, label) for value, label in managers),
         ]
         self.department.choices = [
-            SelectChoice("", "Any department"),
+            SelectChoice("", _("Any department")),
             *(SelectChoice(name) for name in departments),
         ]
 
@@ -103,12 +106,12 @@ class ParticipantsForm(FlaskForm):
     with ``dropping``.
     """
 
-    employees = MultiCheckboxField("Participants", coerce=int, validate_choice=True)
+    employees = MultiCheckboxField(_l("Participants"), coerce=int, validate_choice=True)
     shown = HiddenField()  # ids of the employees on the page, comma-separated
     dropping = HiddenField()  # how many generated reviews the user agreed to drop
-    save = SubmitField("Save selection")
-    add_all = SubmitField("Add everyone shown")
-    remove_all = SubmitField("Remove everyone shown")
+    save = SubmitField(_l("Save selection"))
+    add_all = SubmitField(_l("Add everyone shown"))
+    remove_all = SubmitField(_l("Remove everyone shown"))
 
     def show(self, choices: list[tuple[int, str]], chosen: set[int]) -> None:
         """Offer ``choices`` (id, label); on a fresh page, tick those in ``chosen``."""
@@ -137,30 +140,34 @@ class ParticipantsForm(FlaskForm):
 
 class ReviewGenerationForm(FlaskForm):
     peers = IntegerField(
-        "Peer reviews per person",
+        _l("Peer reviews per person"),
         default=0,
         validators=[InputRequired(), NumberRange(min=0, max=MAX_PEERS)],
-        description=f"0 for none; up to {MAX_PEERS}, from colleagues who share the manager.",
+        description=_l(
+            "0 for none; up to %(max)s, from colleagues who share the manager.", max=MAX_PEERS
+        ),
     )
 
 
 class ReviewSubmissionForm(FlaskForm):
     rating = RadioField(
-        "Rating",
+        _l("Rating"),
         choices=[
-            SelectChoice(5, "5 · Outstanding"),
-            SelectChoice(4, "4 · Exceeds expectations"),
-            SelectChoice(3, "3 · Meets expectations"),
-            SelectChoice(2, "2 · Partly meets expectations"),
-            SelectChoice(1, "1 · Does not meet expectations"),
+            SelectChoice(5, _l("5 · Outstanding")),
+            SelectChoice(4, _l("4 · Exceeds expectations")),
+            SelectChoice(3, _l("3 · Meets expectations")),
+            SelectChoice(2, _l("2 · Partly meets expectations")),
+            SelectChoice(1, _l("1 · Does not meet expectations")),
         ],
         coerce=int,
-        validators=[InputRequired(message="Choose a rating.")],
+        validators=[InputRequired(message=_l("Choose a rating."))],
     )
     comments = TextAreaField(
-        "Comments",
+        _l("Comments"),
         validators=[DataRequired(), Length(max=MAX_COMMENT_LENGTH)],
-        description="What went well, and what could be better. The reviewee's manager reads this.",
+        description=_l(
+            "What went well, and what could be better. The reviewee's manager reads this."
+        ),
     )
 
 

@@ -2,7 +2,6 @@
 commit, flash, redirect. Refusals from the domain are answered in one place
 (:func:`refused`)."""
 
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import (
@@ -18,6 +17,7 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
 from blueprints.auth.access import role_required
@@ -81,12 +81,6 @@ def page_after_refusal() -> str:
     return url_for("cycles.cycle_list")
 
 
-@bp.app_template_filter("utc")
-def utc(moment: datetime, format: str) -> str:
-    """A timestamp as UTC, whatever the database session's time zone; pages label it UTC."""
-    return moment.astimezone(UTC).strftime(format)
-
-
 def wants_json() -> bool:
     best = request.accept_mimetypes.best_match(["text/html", "application/json"])
     return request.is_json or best == "application/json"
@@ -106,7 +100,10 @@ def cycle_create() -> ResponseReturnValue:
     if form.validate_on_submit():
         cycle = create_cycle(db.session, current_user.tenant_id, form.details())
         db.session.commit()
-        flash(f"Draft “{cycle.name}” created. Next: choose its participants.", "success")
+        flash(
+            _("Draft “%(name)s” created. Next: choose its participants.", name=cycle.name),
+            "success",
+        )
         return redirect(url_for("cycles.cycle_participants", cycle_id=cycle.id), 303)
     return render_template("cycles/cycle_form.html", form=form, cycle=None)
 
@@ -119,7 +116,7 @@ def cycle_edit(cycle_id: int) -> ResponseReturnValue:
     if form.validate_on_submit():
         update_cycle(db.session, cycle.tenant_id, cycle.id, form.details())
         db.session.commit()
-        flash("Cycle details saved.", "success")
+        flash(_("Cycle details saved."), "success")
         return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
     return render_template("cycles/cycle_form.html", form=form, cycle=cycle)
 
@@ -261,7 +258,14 @@ def reviews_generate(cycle_id: int) -> ResponseReturnValue:
     if form.validate_on_submit():
         created = generate_reviews(db.session, cycle.tenant_id, cycle.id, form.peers.data or 0)
         db.session.commit()
-        flash(f"{created} reviews generated. Next: activate the cycle.", "success")
+        flash(
+            ngettext(
+                "%(num)d review generated. Next: activate the cycle.",
+                "%(num)d reviews generated. Next: activate the cycle.",
+                created,
+            ),
+            "success",
+        )
         return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
     return render_template(
         "cycles/reviews_generate.html",
@@ -288,8 +292,13 @@ def cycle_activate(cycle_id: int) -> ResponseReturnValue:
             notifications=len(activation.notifications),
         )
     flash(
-        f"“{cycle.name}” is active: {activation.reviews_opened} reviews are open and "
-        f"{len(activation.notifications)} reviewers are being notified.",
+        _(
+            "“%(name)s” is active: %(reviews)s reviews are open and %(reviewers)s reviewers are "
+            "being notified.",
+            name=cycle.name,
+            reviews=activation.reviews_opened,
+            reviewers=len(activation.notifications),
+        ),
         "success",
     )
     return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
@@ -303,7 +312,7 @@ def cycle_close(cycle_id: int) -> ResponseReturnValue:
         return ask(confirmations.close(cycle), url_for("cycles.cycle_detail", cycle_id=cycle.id))
     close_cycle(db.session, cycle.tenant_id, cycle.id)
     db.session.commit()
-    flash(f"“{cycle.name}” is closed; no more reviews can be submitted.", "success")
+    flash(_("“%(name)s” is closed; no more reviews can be submitted.", name=cycle.name), "success")
     return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
 
 
@@ -315,7 +324,7 @@ def cycle_cancel(cycle_id: int) -> ResponseReturnValue:
         return ask(confirmations.cancel(cycle), url_for("cycles.cycle_detail", cycle_id=cycle.id))
     cancel_cycle(db.session, cycle.tenant_id, cycle.id)
     db.session.commit()
-    flash(f"“{cycle.name}” is cancelled.", "success")
+    flash(_("“%(name)s” is cancelled.", name=cycle.name), "success")
     return redirect(url_for("cycles.cycle_detail", cycle_id=cycle.id), 303)
 
 
@@ -365,7 +374,7 @@ def review_submit(review_id: int) -> ResponseReturnValue:
             form.comments.data or "",
         )
         db.session.commit()
-        flash("Thank you: your review is submitted.", "success")
+        flash(_("Thank you: your review is submitted."), "success")
         return redirect(url_for("cycles.my_reviews", cycle=review.cycle_id), 303)
     return render_template(
         "cycles/review_form.html",

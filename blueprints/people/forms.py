@@ -1,5 +1,6 @@
 """Forms of the people blueprint."""
 
+from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
@@ -13,16 +14,17 @@ MAX_YEARS = 100
 
 class EmployeeImportForm(FlaskForm):
     file = FileField(
-        "CSV file",
-        validators=[FileRequired("Choose a CSV file.")],
-        description=(
-            f"Columns {', '.join(COLUMNS)} (the first line names them), UTF-8, at most 10 MiB."
+        _l("CSV file"),
+        validators=[FileRequired(_l("Choose a CSV file."))],
+        description=_l(
+            "Columns %(columns)s (the first line names them), UTF-8, at most 10 MiB.",
+            columns=", ".join(COLUMNS),
         ),
     )
 
     def validate_file(self, field: FileField) -> None:
         if not field.data.filename.lower().endswith(".csv"):
-            raise ValidationError("Choose a .csv file (comma-separated values, UTF-8).")
+            raise ValidationError(_("Choose a .csv file (comma-separated values, UTF-8)."))
 
 
 class RetentionForm(FlaskForm):

@@ -48,7 +48,10 @@ def refused(error: DomainError) -> ResponseReturnValue:
 
 @bp.errorhandler(RequestEntityTooLarge)
 def too_large(error: RequestEntityTooLarge) -> ResponseReturnValue:
-    flash(f"The file is larger than {MAX_BYTES // 2**20} MiB: split it in parts.", "error")
+    flash(
+        _("The file is larger than %(num)s MiB: split it in parts.", num=MAX_BYTES // 2**20),
+        "error",
+    )
     return redirect(url_for("people.import_list"), 303)
 
 

@@ -24,7 +24,6 @@ OPERATORS = (Role.PLATFORM_ADMIN,)
 
 bp.add_app_template_filter(formatting.seconds, "duration")
 bp.add_app_template_filter(formatting.count, "count")
-bp.add_app_template_filter(formatting.plural, "plural")
 bp.add_app_template_filter(formatting.rate_text, "rate")
 bp.add_app_template_filter(audit_text.sentence, "audit_sentence")
 

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, IntegerField, SelectField, SelectMultipleField, StringField
@@ -9,11 +10,12 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 
 from blueprints.inputs import BIGINT_MAX
+from blueprints.words import JOB_STATES as JOB_STATE_NAMES
 from jobqueue.inspect import JobFilter
 
 # The job states, with "scheduled" (available, not visible yet) told apart from "available".
 JOB_STATES = ("available", "scheduled", "running", "succeeded", "dead", "cancelled")
-ERROR_LENGTH = "Search for 3 to 200 characters of the error."
+ERROR_LENGTH = _l("Search for 3 to 200 characters of the error.")
 SELECTED = "selected"  # a failure action's scope when it acts on the jobs ticked only
 
 
@@ -48,7 +50,7 @@ class FailureActionForm(FlaskForm):
 
     def validate_jobs(self, field: SelectMultipleField) -> None:
         if any(not 0 <= job <= BIGINT_MAX for job in field.data or []):
-            raise ValidationError("Not a job id.")
+            raise ValidationError(_("Not a job id."))
 
     def selected(self) -> list[int] | None:
         """The ids ticked, or None for the whole group."""
@@ -63,12 +65,12 @@ class TenantFilterForm(FlaskForm):
     class Meta:
         csrf = False
 
-    tenant = SelectField("Tenant", default="")
+    tenant = SelectField(_l("Tenant"), default="")
 
     def __init__(self, *args: Any, tenants: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tenant.choices = [
-            SelectChoice("", "Every tenant"),
+            SelectChoice("", _("Every tenant")),
             *(SelectChoice(slug, name) for slug, name in tenants),
         ]
 
@@ -80,27 +82,30 @@ class JobFilterForm(FlaskForm):
         csrf = False
 
     state = SelectField(
-        "State",
+        _l("State"),
         default="",
-        choices=[SelectChoice("", "Any state"), *(SelectChoice(s) for s in JOB_STATES)],
+        choices=[
+            SelectChoice("", _l("Any state")),
+            *(SelectChoice(s, JOB_STATE_NAMES[s]) for s in JOB_STATES),
+        ],
     )
-    queue = StringField("Queue", validators=[Optional(), Length(max=63)])
-    task = StringField("Task", validators=[Optional(), Length(max=200)])
+    queue = StringField(_l("Queue"), validators=[Optional(), Length(max=63)])
+    task = StringField(_l("Task"), validators=[Optional(), Length(max=200)])
     error = StringField(
-        "Error contains",
+        _l("Error contains"),
         validators=[Optional(), Length(min=3, max=200, message=ERROR_LENGTH)],
-        description="at least 3 characters",
+        description=_l("at least 3 characters"),
     )
     payload = StringField(
-        "Payload",
+        _l("Payload"),
         validators=[Optional(), Length(max=200)],
-        description="key=value, e.g. cycle_id=7",
+        description=_l("key=value, e.g. cycle_id=7"),
     )
 
     def validate_payload(self, field: StringField) -> None:
-        key, equals, _ = (field.data or "").partition("=")
+        key, equals, _value = (field.data or "").partition("=")
         if field.data and (not equals or not key.strip()):
-            raise ValidationError("Write the payload filter as key=value.")
+            raise ValidationError(_("Write the payload filter as key=value."))
 
     def criteria(self, tenant_id: int | None) -> JobFilter:
         """The filter for ``JobInspector.jobs``; fields that did not validate are left out."""

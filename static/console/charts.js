@@ -15,19 +15,16 @@
     runtime_avg: "#2f5bd3", runtime_max: "#84adff", wait_avg: "#7a5af8", wait_max: "#bdb4fe",
     available: "#2f5bd3", scheduled: "#7a5af8", running: "#12b76a",
   };
-  const LABELS = {
-    succeeded: "succeeded", failed: "retried", dead: "dead",
-    runtime_avg: "run avg", runtime_max: "run max", wait_avg: "wait avg", wait_max: "wait max",
-    available: "waiting", scheduled: "scheduled", running: "running",
-  };
+  // The words come from the page, in the reader's language: data-labels on the canvas holds
+  // each series' name and each axis' title (blueprints/words.py, CHART_WORDS).
 
   const ORDER = {
     throughput: ["succeeded", "failed", "dead"],
     timing: ["runtime_avg", "runtime_max", "wait_avg", "wait_max"],
     depth: ["available", "scheduled", "running", "dead"],
   };
-  const datasets = (block, names, extra) => names.map((name) => ({
-    label: LABELS[name],
+  const datasets = (block, names, words, extra) => names.map((name) => ({
+    label: words[name] || name,
     data: block[name],
     borderColor: COLORS[name],
     backgroundColor: COLORS[name],
@@ -42,20 +39,20 @@
   const interaction = { mode: "index", intersect: false };
 
   const KINDS = {
-    throughput: (data) => ({
+    throughput: (data, words) => ({
       type: "bar",
-      data: { labels: data.labels, datasets: datasets(data.throughput, ORDER.throughput, { stack: "outcomes" }) },
-      options: { scales: axis("attempts per minute", true), interaction },
+      data: { labels: data.labels, datasets: datasets(data.throughput, ORDER.throughput, words, { stack: "outcomes" }) },
+      options: { scales: axis(words.axis_throughput, true), interaction },
     }),
-    timing: (data) => ({
+    timing: (data, words) => ({
       type: "line",
-      data: { labels: data.labels, datasets: datasets(data.timing, ORDER.timing, { spanGaps: true }) },
-      options: { scales: axis("seconds"), interaction },
+      data: { labels: data.labels, datasets: datasets(data.timing, ORDER.timing, words, { spanGaps: true }) },
+      options: { scales: axis(words.axis_timing), interaction },
     }),
-    depth: (data) => ({
+    depth: (data, words) => ({
       type: "line",
-      data: { labels: data.labels, datasets: datasets(data.depth, ORDER.depth, { spanGaps: true }) },
-      options: { scales: axis("jobs"), interaction },
+      data: { labels: data.labels, datasets: datasets(data.depth, ORDER.depth, words, { spanGaps: true }) },
+      options: { scales: axis(words.axis_depth), interaction },
     }),
   };
 
@@ -64,7 +61,8 @@
       headers: { Accept: "application/json" }, credentials: "same-origin",
     });
     if (!response.ok || response.redirected) throw new Error(`HTTP ${response.status}`);
-    const config = KINDS[canvas.dataset.chart](await response.json());
+    const words = JSON.parse(canvas.dataset.labels || "{}");
+    const config = KINDS[canvas.dataset.chart](await response.json(), words);
     const chart = Chart.getChart(canvas);
     if (chart) {
       chart.data = config.data;

@@ -19,12 +19,15 @@
     status.textContent = text;
     status.classList.toggle("is-stale", stale);
   };
-  const clock = () => new Date().toISOString().slice(11, 19) + " UTC";
+  const clock = () => new Date().toLocaleTimeString(document.documentElement.lang);
+  // The words, in the page's language (<body data-words>, blueprints/words.py).
+  const words = JSON.parse(document.body.dataset.words || "{}");
+  const text = (key, value = "") => (words[key] || key).replace("%s", value);
 
   async function fetchOk(url, accept) {
     const response = await fetch(url, { headers: { Accept: accept }, credentials: "same-origin" });
-    if (response.redirected) throw new Error("your session ended: reload the page");
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    if (response.redirected) throw new Error(text("session_ended"));
+    if (!response.ok) throw new Error(text("server_answered", response.status));
     return response;
   }
 
@@ -77,9 +80,9 @@
     const fragments = [...document.querySelectorAll("[data-live-html]")].map(refreshHtml);
     try {
       await Promise.all([...figures, ...fragments]);
-      say(`updated ${clock()}`);
+      say(text("updated", clock()));
     } catch (error) {
-      say(`not updated: ${error.message}`, true);
+      say(text("not_updated", error.message), true);
     } finally {
       busy = false;
     }
@@ -87,11 +90,11 @@
 
   if (toggle) {
     toggle.checked = localStorage.getItem(STORE_KEY) !== "paused";
-    say(toggle.checked ? "" : "paused");
+    say(toggle.checked ? "" : text("paused"));
     toggle.addEventListener("change", () => {
       localStorage.setItem(STORE_KEY, toggle.checked ? "live" : "paused");
       if (toggle.checked) tick();
-      else say("paused");
+      else say(text("paused"));
     });
   }
   window.setInterval(tick, INTERVAL_MS);

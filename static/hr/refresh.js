@@ -5,7 +5,10 @@
 // when it last changed, or why it did not. A hidden tab rests. Served in the hr bundle
 // (blueprints/assets.py): the Content-Security-Policy allows no inline script.
 (() => {
-  const clock = () => new Date().toISOString().slice(11, 19) + " UTC";
+  const clock = () => new Date().toLocaleTimeString(document.documentElement.lang);
+  // The words, in the page's language (<body data-words>, blueprints/words.py).
+  const words = JSON.parse(document.body.dataset.words || "{}");
+  const text = (key, value = "") => (words[key] || key).replace("%s", value);
 
   function follow(region) {
     const status = document.querySelector(`[data-refresh-status="${region.id}"]`);
@@ -21,8 +24,8 @@
         headers: { Accept: "text/html" },
         credentials: "same-origin",
       });
-      if (response.redirected) throw new Error("your session ended: reload the page");
-      if (!response.ok) throw new Error(`the server answered ${response.status}`);
+      if (response.redirected) throw new Error(text("session_ended"));
+      if (!response.ok) throw new Error(text("server_answered", response.status));
       region.innerHTML = await response.text(); // rendered and escaped by the server
     }
 
@@ -30,13 +33,13 @@
       if (!document.hidden) {
         try {
           await refresh();
-          say(`updated ${clock()}`);
+          say(text("updated", clock()));
         } catch (error) {
-          say(`not updated: ${error.message}`, true);
+          say(text("not_updated", error.message), true);
         }
       }
       if (region.querySelector("[data-refresh-done]")) {
-        say(`up to date ${clock()}`);
+        say(text("up_to_date", clock()));
         return;
       }
       setTimeout(tick, every);

@@ -97,3 +97,82 @@ def test_the_cli_and_the_worker_stay_english(app: Any) -> None:
     with app.app_context():
         assert str(get_locale()) == "en"
         assert gettext("Log in") == "Log in"
+
+
+def test_the_profile_saves_the_language_and_time_zone_the_pages_then_use(app: Any) -> None:
+    from tests.support.factories import csrf_token
+
+    user = user_in(app, "en")
+    client = app.test_client()
+    login_as(client, user)
+    token = csrf_token(client, "/profile")
+    saved = client.post(
+        "/profile",
+        data={"language": "pt_BR", "time_zone": "Asia/Tokyo", "csrf_token": token},
+    )
+    assert saved.status_code == 303
+    page = client.get("/profile").get_data(as_text=True)  # the browser still asks for English
+    assert "<h1>Perfil</h1>" in page
+    assert "Seu idioma e seu fuso horário foram salvos." in page  # the flash, in the new language
+    assert '<option selected value="Asia/Tokyo">' in page
+    assert ">Ciclos de avaliação<" in nav_of(client)
+    bad = client.post("/profile", data={"language": "xx", "time_zone": "Mars", "csrf_token": token})
+    assert bad.status_code == 400
+
+
+def test_the_time_zone_moves_the_clock_and_utc_stays_on_hover(app: Any) -> None:
+    from datetime import UTC, datetime
+
+    from flask_login import login_user
+
+    from blueprints.dates import moment
+
+    user = user_in(app, "pt_BR")
+    noon = datetime(2026, 12, 1, 17, 5, tzinfo=UTC)
+    for zone, shown in (
+        ("America/Sao_Paulo", "01/12/2026 14:05"),
+        ("Asia/Tokyo", "02/12/2026 02:05"),
+    ):
+        with app.test_request_context():
+            from models import User, db
+
+            reader = db.session.get(User, user.id)
+            reader.time_zone = zone
+            login_user(reader)
+            html = str(moment(noon))
+            assert f">{shown}</time>" in html
+            assert 'title="2026-12-01 17:05:00 UTC"' in html
+
+
+def test_the_top_bar_switch_saves_the_language_and_goes_back(app: Any) -> None:
+    from tests.support.factories import csrf_token
+
+    client = app.test_client()
+    login_as(client, user_in(app, "pt_BR"))
+    token = csrf_token(client, "/cycles/")
+    assert ">Review cycles<" in nav_of(client)  # the test client asks for English
+    switched = client.post(
+        "/language", data={"language": "pt_BR", "next": "/cycles/", "csrf_token": token}
+    )
+    assert switched.status_code == 303 and switched.headers["Location"] == "/cycles/"
+    assert ">Ciclos de avaliação<" in nav_of(client)
+    refused = client.post("/language", data={"language": "de", "csrf_token": token})
+    assert refused.status_code == 400
+    away = client.post(
+        "/language", data={"language": "en", "next": "//evil.example/", "csrf_token": token}
+    )
+    assert away.headers["Location"] == "/profile"
+
+
+def test_error_pages_speak_the_readers_language(app: Any) -> None:
+    client = app.test_client()
+    client.environ_base["HTTP_ACCEPT_LANGUAGE"] = "pt-BR"
+    missing = client.get("/no/such/page")
+    assert missing.status_code == 404
+    assert "<h1>Página não encontrada " in missing.get_data(as_text=True)
+    login_as(client, user_in(app, "pt_BR"))
+    refused = client.get("/my/reviews?cycle=x")
+    assert refused.status_code == 400
+    page = refused.get_data(as_text=True)
+    assert "<h1>Requisição inválida " in page
+    assert "O parâmetro &#39;cycle&#39; deve ser um número inteiro" in page

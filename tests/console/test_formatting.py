@@ -1,5 +1,7 @@
 """How figures are written: the same on the page and in its live refresh."""
 
+from typing import Any
+
 import pytest
 
 from console import formatting
@@ -22,7 +24,18 @@ def test_counts_rates_and_percentages() -> None:
     assert (formatting.percent(0.0213), formatting.percent(None)) == ("2.1 %", "—")
 
 
-def test_a_count_takes_its_noun_in_the_singular_only_for_one() -> None:
-    assert formatting.plural(1, "job") == "1 job"
-    assert (formatting.plural(0, "job"), formatting.plural(1200, "job")) == ("0 jobs", "1,200 jobs")
-    assert formatting.plural(2, "process", "processes") == "2 processes"
+def test_numbers_and_relative_times_follow_the_readers_language(app: Any) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from flask_babel import force_locale
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    with app.test_request_context():
+        with force_locale("pt_BR"):
+            assert formatting.count(1234567) == "1.234.567"
+            assert (formatting.rate(12.345), formatting.percent(0.0213)) == ("12,3", "2,1 %")
+            assert formatting.seconds(1.24) == "1,2 s"
+            assert formatting.relative(now - timedelta(minutes=3), now) == "há 3 min"
+            assert formatting.relative(now + timedelta(seconds=185), now) == "em 3 min 5 s"
+        with force_locale("en"):
+            assert formatting.relative(now - timedelta(minutes=3), now) == "3 min ago"

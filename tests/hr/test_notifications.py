@@ -49,10 +49,12 @@ def run_worker(workers: list[WorkerProcess], database_url: str, smtp: SmtpServer
     )  # fmt: skip
 
 
-def prepare(app: Any, participants: int) -> tuple[Any, Any, list[Any]]:
-    """A tenant with an HR admin and a draft cycle of ``participants`` employees."""
+def prepare(app: Any, participants: int, default_locale: str = "en") -> tuple[Any, Any, list[Any]]:
+    """A tenant with an HR admin and a draft cycle of ``participants`` employees; its people
+    read ``default_locale`` unless they chose otherwise."""
     with seeding(app) as session:
         tenant = make_tenant(session)
+        tenant.default_locale = default_locale
         people = make_employees(session, tenant, participants)
         admin = make_user(session, tenant, Role.HR_ADMIN)
         cycle = make_cycle(session, tenant, people, due_date=DUE, name="Spring <review>")
@@ -145,7 +147,12 @@ def test_a_server_that_is_down_shows_retrying_with_the_next_try_then_delivers(
         return page if ">retrying</a>" in page else None
 
     page = wait_until(retrying_page)
-    assert re.search(r"attempt \d of 5 failed; next try \d\d:\d\d:\d\d UTC", page)
+    # the reader's time (the tenant's zone), in UTC on hover
+    assert re.search(
+        r'attempt \d of 5 failed; next try <time datetime="[0-9-]+T[0-9:]+Z" '
+        r'title="[0-9-]+ \d\d:\d\d:\d\d UTC">\d\d:\d\d:\d\d</time>',
+        page,
+    )
     assert "Connection refused" in attempt_rows(conn, notification(conn)["id"])[0]["error"]
 
     smtp.start()
@@ -312,3 +319,55 @@ def test_claimed_notices_stay_queued_until_a_worker_thread_starts_one(
     assert (progress.count(">queued</a>"), progress.count(">sending</a>")) == (5, 1)
     assert f'/notifications/{first.id}">sending</a>' in progress
     assert "data-refresh-done" not in progress
+
+
+def test_each_reviewer_is_written_to_in_their_language_with_the_due_date_in_its_format(
+    app: Any, client: Any, conn: Conn, database_url: str, workers: list[WorkerProcess],
+    smtp: SmtpServer,
+) -> None:  # fmt: skip
+    """A Brazilian tenant: the reviewer who chose English on their profile gets English, the
+    one who chose nothing gets the tenant's Brazilian Portuguese, subject and due date too."""
+    admin, cycle, people = prepare(app, 3, default_locale="pt_BR")
+    english, brazilian = people[0], people[1]
+    with seeding(app) as session:
+        tenant = session.merge(admin).tenant
+        reader = make_user(session, tenant, Role.EMPLOYEE, english)
+        reader.language = "en"
+        make_user(session, tenant, Role.EMPLOYEE, brazilian)  # no preference
+    run_worker(workers, database_url, smtp)
+    login_as(client, admin)
+    post_form(
+        client, f"/cycles/{cycle.id}/activate", {"confirmed": "1"}, token_from=f"/cycles/{cycle.id}"
+    )
+    wait_until(lambda: smtp.to(english.email) and smtp.to(brazilian.email))
+
+    mail = smtp.to(english.email)[0]
+    assert mail["Subject"] == f"Reviews due {DUE:%d %b %Y}: Spring <review>"
+    text = mail.get_body(("plain",)).get_content()
+    assert f"Hello {english.name}," in text
+    assert f"{DUE:%A} {DUE.day} {DUE:%B %Y}" in text  # Wednesday 9 December 2026
+    assert "Yourself (self-review)" in text
+    assert 'lang="en"' in mail.get_body(("html",)).get_content()
+
+    mail = smtp.to(brazilian.email)[0]
+    assert mail["Subject"] == f"Avaliações com prazo em {DUE:%d/%m/%Y}: Spring <review>"
+    text = mail.get_body(("plain",)).get_content()
+    html = mail.get_body(("html",)).get_content()
+    weekday = WEEKDAYS_PT[DUE.weekday()]
+    long_date = f"{weekday}, {DUE.day} de {MONTHS_PT[DUE.month - 1]} de {DUE.year}"
+    assert f"Olá, {brazilian.name}," in text
+    assert re.search(f"Envie-as? até {long_date}:", text)
+    assert re.search(f"Envie-as? até <strong>{long_date}</strong>.", html)
+    assert "Você (autoavaliação)" in text
+    assert 'lang="pt-BR"' in html and "Abrir minhas avaliações" in html
+    assert "Reviews due" not in text and "Please submit" not in text
+
+
+WEEKDAYS_PT = (
+    "segunda-feira", "terça-feira", "quarta-feira", "quinta-feira", "sexta-feira", "sábado",
+    "domingo",
+)  # fmt: skip
+MONTHS_PT = (
+    "janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro",
+    "outubro", "novembro", "dezembro",
+)  # fmt: skip
