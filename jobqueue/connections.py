@@ -51,7 +51,7 @@ class DatabaseNotReady(Exception):
         self.retryable = retryable
 
 
-def check_database(url: str, wait_seconds: float) -> None:
+def check_database(url: str, wait_seconds: float, prepare_threshold: int | None = None) -> None:
     """Return once the database answers and holds the engine's tables.
 
     An unreachable server is retried with backoff for up to ``wait_seconds`` (it may be starting);
@@ -61,7 +61,9 @@ def check_database(url: str, wait_seconds: float) -> None:
     delay = 0.1
     while True:
         try:
-            with psycopg.connect(url, **CONNECT_OPTIONS) as connection:
+            with psycopg.connect(
+                url, prepare_threshold=prepare_threshold, **CONNECT_OPTIONS
+            ) as connection:
                 row = connection.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
         except psycopg.ProgrammingError as error:
             raise DatabaseNotReady(
@@ -98,21 +100,37 @@ class Link:
     connection is closed, reopened with backoff and jitter, and the call tried again. Either way
     it goes on until it succeeds, ``tries`` is used up or ``stop`` is set, in which case it
     returns ``None``. Any other error (a bug, a row the database refuses) is raised.
+
+    ``prepare_threshold`` is psycopg's (its default, 5, here): the engine passes
+    ``WorkerSettings.prepare_after``, None behind a transaction pooler, whose server connections
+    keep no prepared statement of their clients.
     """
 
     def __init__(
-        self, url: str, name: str, stop: threading.Event, *, max_delay: float = 5.0
+        self,
+        url: str,
+        name: str,
+        stop: threading.Event,
+        *,
+        max_delay: float = 5.0,
+        prepare_threshold: int | None = 5,
     ) -> None:
         self.url = url
         self.name = name
         self.stop = stop
         self.max_delay = max_delay
+        self.prepare_threshold = prepare_threshold
         self.connection: psycopg.Connection[Any] | None = None
         self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
 
     def connect(self) -> psycopg.Connection[Any]:
         if self.connection is None or self.connection.closed:
-            self.connection = psycopg.connect(self.url, autocommit=True, **CONNECT_OPTIONS)
+            self.connection = psycopg.connect(
+                self.url,
+                autocommit=True,
+                prepare_threshold=self.prepare_threshold,
+                **CONNECT_OPTIONS,
+            )
             if self.on_connect is not None:
                 self.on_connect(self.connection)
         return self.connection

@@ -44,7 +44,9 @@ class Maintainer:
         self._depth: tuple[float, list[tuple[str, str, float]]] = (float("-inf"), [])
         telemetry.observe_queue_depth(self._depth_readings)
         self._next_prune = 0.0
-        self._link = Link(settings.database_url, "maintainer", stop)
+        self._link = Link(
+            settings.database_url, "maintainer", stop, prepare_threshold=settings.prepare_after
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -149,7 +151,12 @@ class Maintainer:
             return []
         taken_at, readings = self._depth
         if time.monotonic() - taken_at > 1.0:  # both gauges are collected together: read once
-            link = Link(self.settings.database_url, "depth gauges", self.stop)
+            link = Link(
+                self.settings.database_url,
+                "depth gauges",
+                self.stop,
+                prepare_threshold=self.settings.prepare_after,
+            )
             try:
                 readings = link.call(JobStore.queue_depth, tries=1) or []
             finally:

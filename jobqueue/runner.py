@@ -11,7 +11,8 @@ Parts, each a thread with its own database connection:
   records the process's own heartbeat in ``workers`` (and learns whether a drain was asked);
   a beat that fails is retried at once, with backoff, well before the leases are at risk;
 - the **listener** LISTENs for new-job notifications and claims for that queue at once, on
-  its own connection;
+  its own connection to ``listen_url`` (or DATABASE_URL); behind a transaction pooler with no
+  ``listen_url`` there is none, and the fetch loops poll with backoff (:class:`PollBackoff`);
 - with ``maintenance`` on (a single-process worker), the rescuer and the bid for the leader's
   duties of :mod:`jobqueue.maintenance`; under the supervisor, the supervisor runs them.
 
@@ -88,6 +89,27 @@ class Prefetch:
         return min(self.maximum, math.floor(wanted))
 
 
+POLL_FLOOR_SECONDS = 0.05  # the first poll after a claim that found work, without LISTEN
+
+
+class PollBackoff:
+    """How long a fetch loop waits before claiming again: from ``floor`` after a claim that
+    found work, doubling at each empty claim up to ``poll_seconds``, each wait drawn from 0.8
+    to 1.2 times that (so many workers do not poll in step)."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+        self.empty = 0  # empty claims since the last one that found work
+
+    def reset(self) -> None:
+        self.empty = 0
+
+    def next(self, poll_seconds: float) -> float:
+        base: float = min(poll_seconds, self.floor * 2 ** min(self.empty, 30))
+        self.empty += 1
+        return base * random.uniform(0.8, 1.2)  # noqa: S311 - spreading load, not security
+
+
 class Consumer:
     """Claims the jobs of one queue and runs them on a pool of threads."""
 
@@ -103,7 +125,7 @@ class Consumer:
         # started and not yet finished, by (job id, attempt)
         self._running: dict[tuple[int, int], tuple[ClaimedJob, float]] = {}
         self._abandoned = False
-        self._link = Link(runner.settings.database_url, f"fetch[{queue}]", runner.stopping)
+        self._link = runner._link(f"fetch[{queue}]", runner.stopping)
         self._fetcher = threading.Thread(
             target=runner._guard(self._fetch_loop), name=f"fetch-{queue}"
         )
@@ -123,12 +145,15 @@ class Consumer:
 
     def _fetch_loop(self) -> None:
         settings = self.runner.settings
+        # Without LISTEN, a claim that found jobs is followed by quick polls that grow back to
+        # poll_seconds while the queue stays empty; with it, notifications wake the loop.
+        backoff = PollBackoff(settings.poll_seconds if self.runner.listens else POLL_FLOOR_SECONDS)
         while not self.runner.stopping.is_set():
             self.wake.clear()
             if self._claim_with(self._link.call):
+                backoff.reset()
                 continue  # the queue may hold more: top up again as soon as slots free up
-            poll = settings.poll_seconds * random.uniform(0.8, 1.2)  # noqa: S311
-            self.wake.wait(poll)
+            self.wake.wait(backoff.next(settings.poll_seconds))
         self._link.close()
 
     def claim_now(self, store: JobStore) -> None:
@@ -282,6 +307,7 @@ class Runner:
         self._heartbeat = threading.Thread(
             target=self._guard(self._heartbeat_loop), name="heartbeat"
         )
+        self.listens = settings.notify_url is not None  # else the fetch loops poll
         self._listener = threading.Thread(target=self._guard(self._listen_loop), name="listener")
         self._daemons: list[threading.Thread] = []
         self.maintainer: Maintainer | None = None
@@ -299,9 +325,21 @@ class Runner:
         link = self._link("register")
         self.row_id = link.call(lambda store: store.register_worker(self.identity))
         link.close()
-        for thread in (self._completer, self._heartbeat, self._listener, *self._daemons):
+        parts = [self._completer, self._heartbeat, *self._daemons]
+        if self.listens:
+            parts.append(self._listener)
+        else:
+            log.info(
+                "worker %s: no LISTEN (DATABASE_URL is a transaction pooler and PAUTA_LISTEN_URL "
+                "is unset); polling every %g to %gs with jitter",
+                self.worker_id,
+                POLL_FLOOR_SECONDS,
+                self.settings.poll_seconds,
+            )
+        for thread in parts:
             thread.start()
-        self._listening.wait(10)
+        if self.listens:
+            self._listening.wait(10)
         for consumer in self.consumers.values():
             consumer.start()
         queues = ", ".join(f"{name}={c.threads}" for name, c in self.consumers.items())
@@ -315,7 +353,8 @@ class Runner:
         self._set_state("draining")
         for consumer in self.consumers.values():
             consumer.stop_fetching()
-        self._listener.join()  # it may be claiming: its jobs must be in the buffers first
+        if self.listens:
+            self._listener.join()  # it may be claiming: its jobs must be in the buffers first
         unstarted = [job for c in self.consumers.values() for job in c.take_unstarted()]
         self._release([(job, False, 0.0) for job in unstarted])
         while any(c.busy() for c in self.consumers.values()):
@@ -351,8 +390,23 @@ class Runner:
 
         return guarded
 
-    def _link(self, name: str) -> Link:
-        return Link(self.settings.database_url, name, self.hurry)
+    def _link(
+        self,
+        name: str,
+        stop: threading.Event | None = None,
+        *,
+        url: str | None = None,
+        max_delay: float = 5.0,
+    ) -> Link:
+        """A connection to DATABASE_URL (or ``url``) with the settings' prepare threshold; its
+        retries end when ``stop`` (by default ``hurry``) is set."""
+        return Link(
+            url or self.settings.database_url,
+            name,
+            self.hurry if stop is None else stop,
+            max_delay=max_delay,
+            prepare_threshold=self.settings.prepare_after,
+        )
 
     def _set_state(self, state: str) -> None:
         if self.row_id is None:
@@ -397,7 +451,7 @@ class Runner:
                     max_size=size,
                     open=True,
                     check=ConnectionPool.check_connection,  # a dropped session is replaced
-                    kwargs=CONNECT_OPTIONS,
+                    kwargs={**CONNECT_OPTIONS, "prepare_threshold": self.settings.prepare_after},
                 )
         with self._pool.connection() as connection:
             yield connection
@@ -530,12 +584,7 @@ class Runner:
         server rolled it back) is retried within ``Link.call``, with backoff capped at a
         quarter of the heartbeat, so a lease is renewed well before it can expire."""
         settings = self.settings
-        link = Link(
-            settings.database_url,
-            "heartbeat",
-            self.closing,
-            max_delay=settings.heartbeat_seconds / 4,
-        )
+        link = self._link("heartbeat", self.closing, max_delay=settings.heartbeat_seconds / 4)
         while not self.closing.wait(settings.heartbeat_seconds):
             link.call(self._beat)
         link.close()
@@ -563,7 +612,7 @@ class Runner:
     # -- listener ------------------------------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        link = Link(self.settings.database_url, "listener", self.stopping)
+        link = self._link("listener", self.stopping, url=self.settings.notify_url)
         link.on_connect = self._on_listen_connect
         while not self.stopping.is_set():
             link.call(self._receive_notifications)
