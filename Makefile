@@ -12,14 +12,19 @@ BENCH_VENV := .venv-bench
 BENCH_INSTALLED := $(BENCH_VENV)/.installed
 NODE_INSTALLED := node_modules/.package-lock.json
 ASSETS := static/gen/console.js static/gen/hr.js static/gen/pauta.js
+# The message catalogues: .po files kept in the repository, compiled to .mo (not kept).
+LOCALES := pt_BR en
+CATALOGUES := $(LOCALES:%=translations/%/LC_MESSAGES/messages.mo)
+# Where `make catalogues` extracts user-visible text from (babel.cfg says how to read each).
+I18N_SOURCES := app.py blueprints console hr models templates
 ASSET_SOURCES := $(wildcard static/console/* static/hr/*) static/confirm.js static/pauta.css blueprints/assets.py
 
-.PHONY: run test lint bench chaos mutants clean
+.PHONY: run test lint bench chaos mutants clean catalogues
 
-run: $(INSTALLED) $(ASSETS)
+run: $(INSTALLED) $(ASSETS) $(CATALOGUES)
 	$(PY) -m devtools.run
 
-test: $(INSTALLED) $(ASSETS) lint
+test: $(INSTALLED) $(ASSETS) $(CATALOGUES) lint
 	$(PY) -m devtools.database $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
@@ -32,7 +37,7 @@ chaos: $(INSTALLED)
 	$(PY) -m bench.chaos $(CHAOS_ARGS)
 
 # Named mutants of the engine, each of which some test must kill (tests/mutants.toml).
-mutants: $(INSTALLED) $(ASSETS)
+mutants: $(INSTALLED) $(ASSETS) $(CATALOGUES)
 	$(PY) -m devtools.database $(PY) -m devtools.mutants $(MUTANTS)
 
 bench: $(BENCH_INSTALLED)
@@ -50,6 +55,14 @@ $(NODE_INSTALLED): package.json package-lock.json
 
 $(ASSETS) &: $(INSTALLED) $(NODE_INSTALLED) $(ASSET_SOURCES)
 	$(PY) -m blueprints.assets
+
+translations/%/LC_MESSAGES/messages.mo: translations/%/LC_MESSAGES/messages.po $(INSTALLED)
+	$(VENV)/bin/pybabel compile --statistics -l $* -i $< -o $@
+
+# After adding or changing user-visible text: extract every message and merge it into each
+# language's .po (devtools/catalogues.py; docs/howto/translate.md).
+catalogues: $(INSTALLED)
+	$(PY) -m devtools.catalogues update
 
 $(BENCH_INSTALLED): pyproject.toml bench/requirements-peers.txt
 	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)

@@ -13,7 +13,7 @@ from flask.cli import NoAppException
 from flask_migrate import Migrate
 from flask_wtf import CSRFProtect
 
-from blueprints import assets, inputs, links, observability, security
+from blueprints import assets, inputs, links, locale, observability, security
 from blueprints.auth import bp as auth_bp
 from blueprints.auth import login_manager
 from blueprints.cycles import bp as cycles_bp
@@ -57,6 +57,8 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         PAUTA_TRUSTED_PROXIES=os.environ.get("PAUTA_TRUSTED_PROXIES", "0"),
         # The largest request body: an employee file and the rest of its form.
         MAX_CONTENT_LENGTH=EMPLOYEE_FILE_MAX_BYTES + 64 * 1024,
+        # The language of a visitor who is not logged in and whose browser names none we speak
+        PAUTA_DEFAULT_LOCALE=os.environ.get("PAUTA_DEFAULT_LOCALE", "pt_BR"),
     )
     app.config.update(overrides or {})
     if not app.config["DATABASE_URL"]:
@@ -71,6 +73,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
     db.init_app(app)
     migrate.init_app(app, db, directory=str(MIGRATIONS))
     csrf.init_app(app)
+    locale.init_app(app)
     login_manager.init_app(app)
     assets.init_app(app)
     inputs.init_app(app)

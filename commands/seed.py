@@ -49,7 +49,12 @@ def seed_demo_command(employees: int) -> None:
 
 
 def seed_demo(employees: int) -> list[Credentials]:
-    tenant = Tenant(slug=DEMO_TENANT, name="Demo Corp")
+    tenant = Tenant(
+        slug=DEMO_TENANT,
+        name="Demo Corp",
+        default_locale="pt_BR",
+        default_time_zone="America/Sao_Paulo",
+    )
     db.session.add(tenant)
     db.session.flush()
     people = create_demo_employees(db.session, tenant, employees)

@@ -67,6 +67,7 @@ class User(UserMixin, db.Model):
     __table_args__ = (
         CheckConstraint(one_of("role", Role), name="role"),
         CheckConstraint("email = lower(email)", name="email_lowercase"),
+        CheckConstraint("language IN ('pt_BR', 'en')", name="language"),
         ForeignKeyConstraint(["tenant_id", "employee_id"], ["employees.tenant_id", "employees.id"]),
     )
 
@@ -81,6 +82,9 @@ class User(UserMixin, db.Model):
     session_token: Mapped[str] = mapped_column(Text, unique=True)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_login_at: Mapped[datetime | None]
+    # Chosen on the profile page; None: the browser's language, else the tenant's default.
+    language: Mapped[str | None] = mapped_column(Text)
+    time_zone: Mapped[str | None] = mapped_column(Text)  # None: the tenant's default
 
     tenant: Mapped[Tenant] = relationship(lazy="joined", innerjoin=True)
 

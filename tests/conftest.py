@@ -10,7 +10,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from devtools.catalogues import compile_stale
 from tests.support import pgbouncer as pooler
+from tests.support.english import in_english
 from tests.support.processes import WorkerProcess
 
 SERVER_URL = os.environ.get("DATABASE_URL", "")
@@ -24,6 +26,12 @@ def url_for_database(name: str) -> str:
 
 def _admin() -> psycopg.Connection[Any]:
     return psycopg.connect(url_for_database("postgres"), autocommit=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_catalogues() -> None:
+    """The .mo files `make test` compiles, compiled here too for a run started from pytest."""
+    compile_stale()
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +119,7 @@ def app(database_url: str) -> Iterator[Any]:
     from models import db
 
     application = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test", "TESTING": True})
-    yield application
+    yield in_english(application)
     with application.app_context():
         db.engine.dispose()
 

@@ -115,10 +115,18 @@ def page(browser: Browser, server: str, app: Any) -> Iterator[Page]:
 
 @contextmanager
 def watched_tab(
-    browser: Browser, server: str, user: Any, width: int = 1400, height: int = 900
+    browser: Browser,
+    server: str,
+    user: Any,
+    width: int = 1400,
+    height: int = 900,
+    locale: str = "en-US",
 ) -> Iterator[Page]:
-    """A tab logged in as ``user``; at the end, fails on any console error or CSP violation."""
-    context = browser.new_context(base_url=server, viewport={"width": width, "height": height})
+    """A tab logged in as ``user``, its browser asking for ``locale``'s language; at the end,
+    fails on any console error or CSP violation."""
+    context = browser.new_context(
+        base_url=server, viewport={"width": width, "height": height}, locale=locale
+    )
     context.add_init_script(RECORD_CSP_VIOLATIONS)
     tab = context.new_page()
     problems: list[str] = []
@@ -126,10 +134,10 @@ def watched_tab(
            if m.type in ("error", "warning") else None)  # fmt: skip
     tab.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
     tab.goto("/login")
-    tab.get_by_label("E-mail").fill(user.email)
-    tab.get_by_label("Password").fill(PASSWORD)
-    tab.get_by_role("button", name="Log in").click()
-    expect(tab.get_by_role("button", name="Log out")).to_be_visible()
+    tab.locator("#email").fill(user.email)
+    tab.locator("#password").fill(PASSWORD)
+    tab.locator("form.form button[type=submit]").click()
+    expect(tab.locator("form[action='/logout'] button")).to_be_visible()
     yield tab
     violations = tab.evaluate("window.__cspViolations")
     context.close()

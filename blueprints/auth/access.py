@@ -10,6 +10,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from flask import abort
+from flask_babel import lazy_gettext as _l
 from flask_login import LoginManager, current_user
 from sqlalchemy import select
 
@@ -20,7 +21,8 @@ View = TypeVar("View", bound=Callable[..., Any])
 
 login_manager = LoginManager()
 login_manager.login_view = "auth.login"
-login_manager.login_message = "Please log in to see that page."
+login_manager.login_message = _l("Please log in to see that page.")  # type: ignore[assignment]
+login_manager.localize_callback = str  # the lazy text, in the language of the request
 login_manager.login_message_category = "info"
 
 

@@ -14,6 +14,8 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user, login_user, logout_user
 
 from blueprints.auth.access import login_only
@@ -42,7 +44,7 @@ def login() -> ResponseReturnValue:
         return too_many_attempts(form, wait)
     user = authenticate(db.session, email, form.password.data or "")
     if user is None:
-        form.password.errors.append("The e-mail or the password is wrong.")
+        form.password.errors.append(_("The e-mail or the password is wrong."))
         return render_template("auth/login.html", form=form), 401
     forgive(db.session, email, source)
     end_sessions(user)  # a new session token: cookies of earlier log-ins stop working
@@ -56,8 +58,13 @@ def too_many_attempts(form: LoginForm, wait: int) -> ResponseReturnValue:
     """429 with ``Retry-After``: the same answer whether or not an account has the e-mail."""
     minutes = math.ceil(wait / 60)
     form.password.errors.append(
-        "Too many failed log-ins for this e-mail address or from your network. "
-        f"Try again in {minutes} minute{'' if minutes == 1 else 's'}."
+        ngettext(
+            "Too many failed log-ins for this e-mail address or from your network. "
+            "Try again in %(num)d minute.",
+            "Too many failed log-ins for this e-mail address or from your network. "
+            "Try again in %(num)d minutes.",
+            minutes,
+        )
     )
     page = render_template("auth/login.html", form=form)
     return page, 429, {"Retry-After": str(wait)}
@@ -70,7 +77,7 @@ def logout() -> ResponseReturnValue:
     db.session.commit()
     logout_user()
     session.clear()
-    flash("You are logged out.", "info")
+    flash(_("You are logged out."), "info")
     return redirect(url_for("auth.login"))
 
 

@@ -15,6 +15,7 @@ from hr.throttle import LoginLimits
 from models import db
 from models.people import Role
 from tests.support.db import scalar
+from tests.support.english import in_english
 from tests.support.factories import PASSWORD, csrf_token, make_tenant, make_user, seeding
 
 Conn = psycopg.Connection[Any]
@@ -28,8 +29,8 @@ def another_app(database_url: str) -> Iterator[Callable[..., Any]]:
     made: list[Any] = []
 
     def make(**settings: Any) -> Any:
-        made.append(create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test",
-                                "TESTING": True, **settings}))  # fmt: skip
+        made.append(in_english(create_app({"DATABASE_URL": database_url, "SECRET_KEY": "test",
+                                           "TESTING": True, **settings})))  # fmt: skip
         return made[-1]
 
     yield make
