@@ -56,7 +56,9 @@ def free_port() -> int:
 class Cluster:
     """``with Cluster() as cluster:`` a running server at ``cluster.url(database)``."""
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: dict[str, str] | None = None, *, wrapper: tuple[str, ...] = ()
+    ) -> None:
         self.bin = server_binaries()
         self.port = free_port()
         self.settings = {**SETTINGS, **(settings or {})}
@@ -64,11 +66,13 @@ class Cluster:
         self.data = self.folder / "data"
         self.log = self.folder / "server.log"
         self._as_postgres = os.geteuid() == 0
+        self.wrapper = wrapper  # a command the server binaries run under, e.g. ip netns exec NS
 
     def _run(self, *command: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [str(part) for part in command]
         if self._as_postgres:
             argv = ["runuser", "-u", "postgres", "--", *argv]
+        argv = [*self.wrapper, *argv]
         return subprocess.run(argv, capture_output=True, text=True, check=check)
 
     def __enter__(self) -> Self:
@@ -91,6 +95,16 @@ class Cluster:
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def trust(self, network: str) -> None:
+        """Let clients from ``network`` (a CIDR) in without a password, as loopback is."""
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {network} trust\n")
+        self._run(self.bin / "pg_ctl", "-D", self.data, "reload")
+
+    def socket_url(self, database: str = "postgres") -> str:
+        """The URL over the server's Unix socket, which needs no network (nor one namespace)."""
+        return f"postgresql://postgres@/{database}?host={self.folder}&port={self.port}"
 
     def start(self) -> None:
         self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start")

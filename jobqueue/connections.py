@@ -15,9 +15,14 @@ log = logging.getLogger("jobqueue.connections")
 
 T = TypeVar("T")
 
-# Notice a dead server or a cut network within about a minute instead of hanging on a socket.
+# Notice a dead server or a cut network within about a minute instead of hanging on a socket:
+# keepalives for an idle connection, and tcp_user_timeout for one whose statement the network
+# swallowed (a cut link), which keepalives do not cover and TCP would retransmit for 15 minutes.
+# It bounds how long sent data may go unacknowledged by the server's host, not how long a
+# statement may run.
 CONNECT_OPTIONS: dict[str, Any] = {
     "connect_timeout": 10,
+    "tcp_user_timeout": 10_000,  # milliseconds
     "keepalives": 1,
     "keepalives_idle": 30,
     "keepalives_interval": 10,

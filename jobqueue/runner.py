@@ -148,9 +148,12 @@ class Consumer:
         # Without LISTEN, a claim that found jobs is followed by quick polls that grow back to
         # poll_seconds while the queue stays empty; with it, notifications wake the loop.
         backoff = PollBackoff(settings.poll_seconds if self.runner.listens else POLL_FLOOR_SECONDS)
+        # One try per claim: a claim that fails goes back through the renewal check below
+        # instead of retrying until the database answers and claiming at once.
+        claim_once = partial(self._link.call, tries=1)
         while not self.runner.stopping.is_set():
             self.wake.clear()
-            if self._claim_with(self._link.call):
+            if self.runner.renewing() and self._claim_with(claim_once):
                 backoff.reset()
                 continue  # the queue may hold more: top up again as soon as slots free up
             self.wake.wait(backoff.next(settings.poll_seconds))
@@ -295,6 +298,8 @@ class Runner:
         # the monotonic time from which its lease last ran (its claim or its last renewal)
         self._held: dict[tuple[int, int], float] = {}
         self._held_lock = threading.Lock()
+        self._renewed_at = time.monotonic()  # the last heartbeat that got through
+        self._cut_off = False  # the heartbeat has not got through for too long: no claims
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._listening = threading.Event()
@@ -423,6 +428,26 @@ class Runner:
     def hold(self, jobs: list[ClaimedJob], lease_from: float) -> None:
         with self._held_lock:
             self._held.update(((job.id, job.attempt), lease_from) for job in jobs)
+
+    def renewing(self) -> bool:
+        """False while the heartbeat has not got through for two periods: the database (or
+        the network to it) is out of reach, leases are not being renewed, and whatever this
+        process claimed now might be rescued from it before it ran. Claims stop until a beat
+        gets through again; the jobs already held are left to their leases and fences."""
+        silent = time.monotonic() - self._renewed_at
+        cut_off = silent > 2 * self.settings.heartbeat_seconds
+        if cut_off != self._cut_off:
+            self._cut_off = cut_off
+            if cut_off:
+                log.warning(
+                    "worker %s: leases not renewed for %.1fs (the database is out of reach); "
+                    "not claiming until a heartbeat gets through",
+                    self.worker_id,
+                    silent,
+                )
+            else:
+                log.info("worker %s: the heartbeat got through again; claiming", self.worker_id)
+        return not cut_off
 
     def lease_may_hold(self, job: ClaimedJob) -> bool:
         """False when the job's lease has run out by this process's clock (monotonic, which
@@ -604,7 +629,9 @@ class Runner:
                 log.warning("lost job %d attempt %d: its lease was taken over", job_id, attempt)
             self._forget(lost)  # its result, if it comes, will be fenced out
         state = "draining" if self.stopping.is_set() else "running"
-        if self.row_id is not None and store.worker_heartbeat(self.row_id, state, len(held)):
+        drain = self.row_id is not None and store.worker_heartbeat(self.row_id, state, len(held))
+        self._renewed_at = time.monotonic()
+        if drain:
             if not self.drain_requested.is_set():
                 log.info("worker %s: drain requested through the console", self.worker_id)
             self.drain_requested.set()
