@@ -289,6 +289,15 @@ class JobStore:
             for measure, value in zip(measures, row[1:], strict=True)
         ]
 
+    def autovacuum_gaps(self) -> list[tuple[str, str]]:
+        """The engine's churning tables autovacuum will not vacuum, as (table, why)."""
+        rows = self.connection.execute(self._queries["autovacuum_gaps"].sql, prepare=False)
+        return [(str(table), str(reason)) for table, reason in rows]
+
+    def vacuum_hot_tables(self) -> None:
+        """VACUUM (and ANALYZE) the churning tables; needs an autocommit connection."""
+        self.connection.execute(self._queries["hot_tables_vacuum"].sql, prepare=False)
+
     def prune_stats(self, term: Term, keep_seconds: float) -> None:
         """Delete stats, depth samples and stopped worker rows past their retention age, fenced
         by the leader's ``term``."""
