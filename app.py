@@ -116,10 +116,19 @@ def embedded_database_url() -> str:
 
 
 def sqlalchemy_url(database_url: str) -> str:
-    """DATABASE_URL as SQLAlchemy wants it: with the psycopg (3) driver named."""
+    """DATABASE_URL as SQLAlchemy wants it: with the psycopg (3) driver named, and a libpq
+    multi-host URL (``postgresql://u@db1:5432,db2:5432/pauta?target_session_attrs=read-write``,
+    for failover) in SQLAlchemy's spelling, one ``host`` query parameter per server."""
     for prefix in ("postgresql://", "postgres://"):
         if database_url.startswith(prefix):
-            return "postgresql+psycopg://" + database_url.removeprefix(prefix)
+            rest = database_url.removeprefix(prefix)
+            location, _, path = rest.partition("/")
+            user, at, hosts = location.rpartition("@")
+            if "," in hosts:
+                database, _, query = path.partition("?")
+                each = "&".join(f"host={host}" for host in hosts.split(","))
+                rest = f"{user}{at}/{database}?{each}" + (f"&{query}" if query else "")
+            return "postgresql+psycopg://" + rest
     return database_url
 
 

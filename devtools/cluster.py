@@ -67,6 +67,7 @@ class Cluster:
         self.log = self.folder / "server.log"
         self._as_postgres = os.geteuid() == 0
         self.wrapper = wrapper  # a command the server binaries run under, e.g. ip netns exec NS
+        self._standbys: list[Cluster] = []
 
     def _run(self, *command: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [str(part) for part in command]
@@ -90,6 +91,8 @@ class Cluster:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        for replica in self._standbys:
+            replica.__exit__()
         self.stop("immediate", check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -118,6 +121,36 @@ class Cluster:
         self.stop(mode)
         self.start()
         return time.monotonic() - started
+
+    def standby(self, name: str = "pauta_standby") -> "Cluster":
+        """A streaming standby of this server, started, on a port and in a folder of its own:
+        ``pg_basebackup`` of this one, then ``primary_conninfo`` naming it ``name`` (what
+        ``synchronous_standby_names`` refers to). Stop it with ``stop`` or leave it to the
+        primary's ``__exit__``, which stops both."""
+        replica = Cluster(self.settings, wrapper=self.wrapper)
+        if replica._as_postgres:
+            shutil.chown(replica.folder, "postgres", "postgres")
+        replica._run(
+            self.bin / "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+            "-D", replica.data, "-X", "stream", "-c", "fast",
+        )  # fmt: skip
+        with (replica.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"port = {replica.port}\n")
+            conf.write(f"unix_socket_directories = '{replica.folder}'\n")
+            conf.write(
+                f"primary_conninfo = 'host=127.0.0.1 port={self.port} user=postgres "
+                f"application_name={name}'\n"
+            )
+        (replica.data / "standby.signal").touch()
+        if replica._as_postgres:
+            shutil.chown(replica.data / "standby.signal", "postgres", "postgres")
+        replica.start()
+        self._standbys.append(replica)
+        return replica
+
+    def promote(self) -> None:
+        """Make this standby a primary, and wait until it accepts writes."""
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-w", "promote")
 
     def create_database(self, name: str) -> str:
         with psycopg.connect(self.url(), autocommit=True) as admin:

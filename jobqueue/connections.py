@@ -146,9 +146,13 @@ class Link:
         while True:
             try:
                 return operation(JobStore(self.connect()))
-            except psycopg.OperationalError as error:
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction) as error:
+                # A read-only error: the server we reached is (now) a standby, e.g. an old
+                # primary brought back as one; reconnecting finds the primary.
                 failures += 1
-                if rolled_back_by_server(error, self.connection):
+                if isinstance(error, psycopg.OperationalError) and rolled_back_by_server(
+                    error, self.connection
+                ):
                     delay = min(self.max_delay, 0.01 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
                     log.warning(
                         "%s: the server rolled the statement back (%s: %s); retrying",
