@@ -6,6 +6,7 @@ standby promoted. The workers find the new primary by themselves and finish the 
 at the failover can run twice. With asynchronous replication the loss is counted (see
 docs/howto/high-availability.md); a longer run of both is ``make chaos``'s failover mode."""
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,9 @@ from tests.support.processes import WorkerProcess, start_worker, wait_until
 
 Conn = psycopg.Connection[Any]
 SETTINGS = {"wal_level": "replica", "max_wal_senders": "5", "hot_standby": "on"}
+# make chaos runs the long version: more rounds, and the failover later in a longer run.
+ROUNDS = int(os.environ.get("PAUTA_FAILOVER_ROUNDS", "1"))
+RUNS_BEFORE = int(os.environ.get("PAUTA_FAILOVER_RUNS_BEFORE", "200"))
 
 
 @pytest.fixture
@@ -30,10 +34,17 @@ def workers() -> Iterator[list[WorkerProcess]]:
         worker.kill()
 
 
-@pytest.fixture(params=["synchronous", "asynchronous"])
+@pytest.fixture(
+    params=[
+        (mode, round_)
+        for mode in ("synchronous", "asynchronous")
+        for round_ in range(1, ROUNDS + 1)
+    ],
+    ids=lambda param: f"{param[0]}-{param[1]}",
+)
 def pair(request: pytest.FixtureRequest) -> Iterator[tuple[Cluster, Cluster, str, bool]]:
     """(primary, standby, the multi-host URL, synchronous?) with Pauta migrated."""
-    synchronous = request.param == "synchronous"
+    synchronous = request.param[0] == "synchronous"
     with Cluster(SETTINGS) as primary:
         direct = primary.create_database("pauta")
         from flask_migrate import upgrade
@@ -107,7 +118,10 @@ def test_workers_and_the_console_follow_a_failover_and_lose_no_committed_job_whe
     thread.start()
     try:
         with psycopg.connect(primary.url("pauta"), autocommit=True) as old:
-            wait_until(lambda: scalar(old, "SELECT count(*) FROM runs") >= 200, timeout=60)
+            wait_until(
+                lambda: scalar(old, "SELECT count(*) FROM runs") >= RUNS_BEFORE,
+                timeout=60 + RUNS_BEFORE / 50,
+            )
         primary.stop("immediate")
         standby.promote()
         with psycopg.connect(standby.url("pauta"), autocommit=True) as new:
