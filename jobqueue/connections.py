@@ -15,17 +15,18 @@ log = logging.getLogger("jobqueue.connections")
 
 T = TypeVar("T")
 
-# Notice a dead server or a cut network within about a minute instead of hanging on a socket:
-# keepalives for an idle connection, and tcp_user_timeout for one whose statement the network
-# swallowed (a cut link), which keepalives do not cover and TCP would retransmit for 15 minutes.
-# It bounds how long sent data may go unacknowledged by the server's host, not how long a
-# statement may run.
+# Notice a dead server or a cut network within seconds instead of hanging on a socket:
+# tcp_user_timeout for a statement the network swallowed (sent, never acknowledged: TCP would
+# retransmit it for 15 minutes), and keepalives for the rest, including a statement that was
+# acknowledged but whose answer a cut link then lost (the probes start after 5 s of silence,
+# and 3 unanswered ones 2 s apart close the connection). Neither bounds how long a statement
+# may run: the server's host answers probes and acknowledges data while it works.
 CONNECT_OPTIONS: dict[str, Any] = {
     "connect_timeout": 10,
     "tcp_user_timeout": 10_000,  # milliseconds
     "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
     "keepalives_count": 3,
 }
 

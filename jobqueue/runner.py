@@ -330,6 +330,7 @@ class Runner:
         link = self._link("register")
         self.row_id = link.call(lambda store: store.register_worker(self.identity))
         link.close()
+        self._renewed_at = time.monotonic()  # registered: the database answers now
         parts = [self._completer, self._heartbeat, *self._daemons]
         if self.listens:
             parts.append(self._listener)

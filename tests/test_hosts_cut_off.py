@@ -126,7 +126,7 @@ def test_a_host_cut_off_longer_than_a_lease_is_rescued_fenced_and_rejoins(
             message="the cut-off host's jobs were not rescued",
         )
         assert (rescued - cut_at).total_seconds() <= LEASE + 1.2 * SWEEP + 1.5
-        cut_worker.wait_for_line(r"leases not renewed for .* not claiming", timeout=20)
+        cut_worker.wait_for_line(r"leases not renewed for .* not claiming", timeout=30)
         claimed_while_cut = scalar(conn, "SELECT count(*) FROM jobs WHERE locked_by = %s", cut_name)
         assert claimed_while_cut == 0
 
