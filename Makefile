@@ -33,8 +33,12 @@ lint: $(INSTALLED)
 	$(VENV)/bin/mypy
 
 # Faults injected into a long run on a PostgreSQL cluster of its own (see bench/chaos.py).
+# Then the failover test's long version: ten failovers of each replication mode, each after
+# 5,000 jobs (tests/test_failover.py; docs/howto/high-availability.md).
 chaos: $(INSTALLED)
 	$(PY) -m bench.chaos $(CHAOS_ARGS)
+	PAUTA_FAILOVER_ROUNDS=10 PAUTA_FAILOVER_RUNS_BEFORE=5000 $(PY) -m devtools.database \
+		$(VENV)/bin/pytest tests/test_failover.py -s
 
 # Named mutants of the engine, each of which some test must kill (tests/mutants.toml).
 mutants: $(INSTALLED) $(ASSETS) $(CATALOGUES)

@@ -29,6 +29,7 @@ from commands.users import users_cli
 from hr.employee_csv import MAX_BYTES as EMPLOYEE_FILE_MAX_BYTES
 from hr.throttle import LoginLimits
 from jobqueue.registry import import_task_modules
+from jobqueue.settings import prepare_after
 from models import db
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -45,7 +46,10 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         PAUTA_TASK_MODULES=os.environ.get("PAUTA_TASK_MODULES", "hr.tasks"),
         # Where the job page links an attempt's trace, e.g. https://jaeger.internal/trace/{trace_id}
         PAUTA_TRACE_URL_TEMPLATE=os.environ.get("PAUTA_TRACE_URL_TEMPLATE", ""),
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        # Behind PgBouncer in transaction mode: PAUTA_POOLER=transaction (see the settings
+        # reference), which keeps psycopg from preparing statements on the server.
+        PAUTA_POOLER=os.environ.get("PAUTA_POOLER", "none"),
+        PAUTA_PREPARE_THRESHOLD=os.environ.get("PAUTA_PREPARE_THRESHOLD", "auto"),
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
@@ -66,6 +70,7 @@ def create_app(overrides: Mapping[str, Any] | None = None) -> Flask:
         logging.getLogger(__name__).warning("SECRET_KEY is not set; using a random one")
         app.config["SECRET_KEY"] = secrets.token_hex(32)
     app.config["SQLALCHEMY_DATABASE_URI"] = sqlalchemy_url(app.config["DATABASE_URL"])
+    app.config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config))
 
     import_task_modules(task_modules(app.config["PAUTA_TASK_MODULES"]))
     db.init_app(app)
@@ -118,11 +123,28 @@ def embedded_database_url() -> str:
 
 
 def sqlalchemy_url(database_url: str) -> str:
-    """DATABASE_URL as SQLAlchemy wants it: with the psycopg (3) driver named."""
+    """DATABASE_URL as SQLAlchemy wants it: with the psycopg (3) driver named, and a libpq
+    multi-host URL (``postgresql://u@db1:5432,db2:5432/pauta?target_session_attrs=read-write``,
+    for failover) in SQLAlchemy's spelling, one ``host`` query parameter per server."""
     for prefix in ("postgresql://", "postgres://"):
         if database_url.startswith(prefix):
-            return "postgresql+psycopg://" + database_url.removeprefix(prefix)
+            rest = database_url.removeprefix(prefix)
+            location, _, path = rest.partition("/")
+            user, at, hosts = location.rpartition("@")
+            if "," in hosts:
+                database, _, query = path.partition("?")
+                each = "&".join(f"host={host}" for host in hosts.split(","))
+                rest = f"{user}{at}/{database}?{each}" + (f"&{query}" if query else "")
+            return "postgresql+psycopg://" + rest
     return database_url
+
+
+def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    threshold = prepare_after(
+        str(config["PAUTA_POOLER"]).strip().lower(),
+        str(config["PAUTA_PREPARE_THRESHOLD"]).strip().lower(),
+    )
+    return {"pool_pre_ping": True, "connect_args": {"prepare_threshold": threshold}}
 
 
 def task_modules(setting: str) -> list[str]:

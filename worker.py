@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         print(f"worker.py: cannot import task module: {error}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        check_database(settings.database_url, settings.connect_wait_seconds)
+        check_database(settings.database_url, settings.connect_wait_seconds, settings.prepare_after)
     except DatabaseNotReady as error:
         print(f"worker.py: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE if error.retryable else EXIT_CONFIG

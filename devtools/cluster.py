@@ -56,7 +56,9 @@ def free_port() -> int:
 class Cluster:
     """``with Cluster() as cluster:`` a running server at ``cluster.url(database)``."""
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: dict[str, str] | None = None, *, wrapper: tuple[str, ...] = ()
+    ) -> None:
         self.bin = server_binaries()
         self.port = free_port()
         self.settings = {**SETTINGS, **(settings or {})}
@@ -64,11 +66,14 @@ class Cluster:
         self.data = self.folder / "data"
         self.log = self.folder / "server.log"
         self._as_postgres = os.geteuid() == 0
+        self.wrapper = wrapper  # a command the server binaries run under, e.g. ip netns exec NS
+        self._standbys: list[Cluster] = []
 
     def _run(self, *command: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = [str(part) for part in command]
         if self._as_postgres:
             argv = ["runuser", "-u", "postgres", "--", *argv]
+        argv = [*self.wrapper, *argv]
         return subprocess.run(argv, capture_output=True, text=True, check=check)
 
     def __enter__(self) -> Self:
@@ -86,11 +91,23 @@ class Cluster:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        for replica in self._standbys:
+            replica.__exit__()
         self.stop("immediate", check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def trust(self, network: str) -> None:
+        """Let clients from ``network`` (a CIDR) in without a password, as loopback is."""
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {network} trust\n")
+        self._run(self.bin / "pg_ctl", "-D", self.data, "reload")
+
+    def socket_url(self, database: str = "postgres") -> str:
+        """The URL over the server's Unix socket, which needs no network (nor one namespace)."""
+        return f"postgresql://postgres@/{database}?host={self.folder}&port={self.port}"
 
     def start(self) -> None:
         self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60", "start")
@@ -104,6 +121,36 @@ class Cluster:
         self.stop(mode)
         self.start()
         return time.monotonic() - started
+
+    def standby(self, name: str = "pauta_standby") -> "Cluster":
+        """A streaming standby of this server, started, on a port and in a folder of its own:
+        ``pg_basebackup`` of this one, then ``primary_conninfo`` naming it ``name`` (what
+        ``synchronous_standby_names`` refers to). Stop it with ``stop`` or leave it to the
+        primary's ``__exit__``, which stops both."""
+        replica = Cluster(self.settings, wrapper=self.wrapper)
+        if replica._as_postgres:
+            shutil.chown(replica.folder, "postgres", "postgres")
+        replica._run(
+            self.bin / "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+            "-D", replica.data, "-X", "stream", "-c", "fast",
+        )  # fmt: skip
+        with (replica.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"port = {replica.port}\n")
+            conf.write(f"unix_socket_directories = '{replica.folder}'\n")
+            conf.write(
+                f"primary_conninfo = 'host=127.0.0.1 port={self.port} user=postgres "
+                f"application_name={name}'\n"
+            )
+        (replica.data / "standby.signal").touch()
+        if replica._as_postgres:
+            shutil.chown(replica.data / "standby.signal", "postgres", "postgres")
+        replica.start()
+        self._standbys.append(replica)
+        return replica
+
+    def promote(self) -> None:
+        """Make this standby a primary, and wait until it accepts writes."""
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-w", "promote")
 
     def create_database(self, name: str) -> str:
         with psycopg.connect(self.url(), autocommit=True) as admin:

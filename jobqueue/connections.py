@@ -15,12 +15,18 @@ log = logging.getLogger("jobqueue.connections")
 
 T = TypeVar("T")
 
-# Notice a dead server or a cut network within about a minute instead of hanging on a socket.
+# Notice a dead server or a cut network within seconds instead of hanging on a socket:
+# tcp_user_timeout for a statement the network swallowed (sent, never acknowledged: TCP would
+# retransmit it for 15 minutes), and keepalives for the rest, including a statement that was
+# acknowledged but whose answer a cut link then lost (the probes start after 5 s of silence,
+# and 3 unanswered ones 2 s apart close the connection). Neither bounds how long a statement
+# may run: the server's host answers probes and acknowledges data while it works.
 CONNECT_OPTIONS: dict[str, Any] = {
     "connect_timeout": 10,
+    "tcp_user_timeout": 10_000,  # milliseconds
     "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
     "keepalives_count": 3,
 }
 
@@ -51,7 +57,7 @@ class DatabaseNotReady(Exception):
         self.retryable = retryable
 
 
-def check_database(url: str, wait_seconds: float) -> None:
+def check_database(url: str, wait_seconds: float, prepare_threshold: int | None = None) -> None:
     """Return once the database answers and holds the engine's tables.
 
     An unreachable server is retried with backoff for up to ``wait_seconds`` (it may be starting);
@@ -61,7 +67,9 @@ def check_database(url: str, wait_seconds: float) -> None:
     delay = 0.1
     while True:
         try:
-            with psycopg.connect(url, **CONNECT_OPTIONS) as connection:
+            with psycopg.connect(
+                url, prepare_threshold=prepare_threshold, **CONNECT_OPTIONS
+            ) as connection:
                 row = connection.execute("SELECT to_regclass('jobs') IS NOT NULL").fetchone()
         except psycopg.ProgrammingError as error:
             raise DatabaseNotReady(
@@ -98,21 +106,37 @@ class Link:
     connection is closed, reopened with backoff and jitter, and the call tried again. Either way
     it goes on until it succeeds, ``tries`` is used up or ``stop`` is set, in which case it
     returns ``None``. Any other error (a bug, a row the database refuses) is raised.
+
+    ``prepare_threshold`` is psycopg's (its default, 5, here): the engine passes
+    ``WorkerSettings.prepare_after``, None behind a transaction pooler, whose server connections
+    keep no prepared statement of their clients.
     """
 
     def __init__(
-        self, url: str, name: str, stop: threading.Event, *, max_delay: float = 5.0
+        self,
+        url: str,
+        name: str,
+        stop: threading.Event,
+        *,
+        max_delay: float = 5.0,
+        prepare_threshold: int | None = 5,
     ) -> None:
         self.url = url
         self.name = name
         self.stop = stop
         self.max_delay = max_delay
+        self.prepare_threshold = prepare_threshold
         self.connection: psycopg.Connection[Any] | None = None
         self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
 
     def connect(self) -> psycopg.Connection[Any]:
         if self.connection is None or self.connection.closed:
-            self.connection = psycopg.connect(self.url, autocommit=True, **CONNECT_OPTIONS)
+            self.connection = psycopg.connect(
+                self.url,
+                autocommit=True,
+                prepare_threshold=self.prepare_threshold,
+                **CONNECT_OPTIONS,
+            )
             if self.on_connect is not None:
                 self.on_connect(self.connection)
         return self.connection
@@ -123,9 +147,13 @@ class Link:
         while True:
             try:
                 return operation(JobStore(self.connect()))
-            except psycopg.OperationalError as error:
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction) as error:
+                # A read-only error: the server we reached is (now) a standby, e.g. an old
+                # primary brought back as one; reconnecting finds the primary.
                 failures += 1
-                if rolled_back_by_server(error, self.connection):
+                if isinstance(error, psycopg.OperationalError) and rolled_back_by_server(
+                    error, self.connection
+                ):
                     delay = min(self.max_delay, 0.01 * 2**failures) * random.uniform(0.5, 1.0)  # noqa: S311
                     log.warning(
                         "%s: the server rolled the statement back (%s: %s); retrying",

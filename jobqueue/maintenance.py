@@ -10,11 +10,15 @@ Every maintainer (one per supervisor, and one per ``--single`` worker), every ro
 
 One maintainer at a time, the **leader**, also samples queue depth once a minute, prunes
 old finished jobs, stats and worker rows, and enqueues the jobs of ``schedules`` whose time has
-come (one job per period each: a daily retention job, say), every round. Leadership is a lease
-row in ``leaders`` (holder, term, expires_at, all in database time), renewed every round and
-taken over by anyone once it has expired; each leader-only write names the term it believes it
-holds and writes nothing if that term is over, so a leader that was frozen past its lease and
-wakes up cannot write: it notices at its next renewal and steps down.
+come (one job per period each: a daily retention job, say), every round; and, where autovacuum
+will not vacuum the churning tables (off on the server or for a table, which every maintainer
+checks and warns about at its first round), it VACUUMs them every ``vacuum_seconds``.
+
+Leadership is a lease row in ``leaders`` (holder, term, expires_at, all in database time),
+renewed every round and taken over by anyone once it has expired; each leader-only write names
+the term it believes it holds and writes nothing if that term is over, so a leader that was
+frozen past its lease and wakes up cannot write: it notices at its next renewal and steps down.
+The vacuum is the exception: not fenced, and harmless if two processes run it.
 """
 
 import logging
@@ -45,7 +49,11 @@ class Maintainer:
         self._depth: tuple[float, list[tuple[str, str, float]]] = (float("-inf"), [])
         telemetry.observe_queue_depth(self._depth_readings)
         self._next_prune = 0.0
-        self._link = Link(settings.database_url, "maintainer", stop)
+        self._vacuum_gaps: list[tuple[str, str]] | None = None  # None until checked
+        self._next_vacuum = 0.0
+        self._link = Link(
+            settings.database_url, "maintainer", stop, prepare_threshold=settings.prepare_after
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -68,6 +76,8 @@ class Maintainer:
 
     def round(self, store: JobStore) -> None:
         """One round: rescue and mark lost workers; then, as leader, the leader's duties."""
+        if self._vacuum_gaps is None:
+            self._check_autovacuum(store)
         self._rescue(store)
         lost = store.mark_lost_workers(self.settings.lost_after_seconds)
         if lost:
@@ -123,6 +133,26 @@ class Maintainer:
         if now >= self._next_prune:
             self._prune(store, term)
             self._next_prune = now + self.settings.prune_seconds
+        if self._vacuum_gaps and now >= self._next_vacuum:
+            started = time.monotonic()
+            store.vacuum_hot_tables()
+            log.info("vacuumed the churning tables in %.2fs", time.monotonic() - started)
+            self._next_vacuum = time.monotonic() + self.settings.vacuum_seconds
+
+    def _check_autovacuum(self, store: JobStore) -> None:
+        """Warn, once, when autovacuum will not vacuum the churning tables: without vacuum a
+        claim walks ever more dead index entries (measured: 1.6M dead rows in jobs after 800,000
+        jobs, and one worker's drain down from about 10,000 to 3,700 jobs/s)."""
+        self._vacuum_gaps = store.autovacuum_gaps()
+        if self._vacuum_gaps:
+            reasons = sorted({reason for _, reason in self._vacuum_gaps})
+            log.warning(
+                "autovacuum will not vacuum %s (%s); the maintenance leader will VACUUM them "
+                "every %gs",
+                ", ".join(table for table, _ in self._vacuum_gaps),
+                "; ".join(reasons),
+                self.settings.vacuum_seconds,
+            )
 
     def _prune(self, store: JobStore, term: Term) -> None:
         settings = self.settings
@@ -152,7 +182,12 @@ class Maintainer:
             return []
         taken_at, readings = self._depth
         if time.monotonic() - taken_at > 1.0:  # both gauges are collected together: read once
-            link = Link(self.settings.database_url, "depth gauges", self.stop)
+            link = Link(
+                self.settings.database_url,
+                "depth gauges",
+                self.stop,
+                prepare_threshold=self.settings.prepare_after,
+            )
             try:
                 readings = link.call(JobStore.queue_depth, tries=1) or []
             finally:

@@ -780,6 +780,26 @@ UPDATE leaders
 SET expires_at = now()
 WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
 
+-- name: autovacuum_gaps
+-- The engine's churning tables that autovacuum will not vacuum, each with why.
+SELECT c.relname,
+       CASE WHEN NOT current_setting('autovacuum')::boolean THEN 'autovacuum = off on the server'
+            WHEN NOT current_setting('track_counts')::boolean THEN 'track_counts = off on the server'
+            ELSE 'autovacuum_enabled = off on the table'
+       END AS reason
+FROM pg_class c
+WHERE c.oid IN ('jobs'::regclass, 'job_stats_minute'::regclass, 'workers'::regclass,
+                'leaders'::regclass)
+  AND (NOT current_setting('autovacuum')::boolean
+       OR NOT current_setting('track_counts')::boolean
+       OR EXISTS (SELECT 1 FROM unnest(c.reloptions) AS o(option)
+                  WHERE o.option ~* '^autovacuum_enabled=(false|off|no|f|n|0)$'))
+ORDER BY c.relname COLLATE "C"
+
+-- name: hot_tables_vacuum
+-- The leader's vacuum of the churning tables, where autovacuum does not run (not fenced: harmless twice).
+VACUUM (SKIP_LOCKED, ANALYZE) jobs, job_stats_minute, workers, leaders
+
 -- name: leader_current
 -- Who leads a duty, in which term, and until when (database time).
 SELECT holder, term, elected_at, renewed_at, expires_at, expires_at > now() AS live

@@ -14,7 +14,8 @@ Parts, each a thread with its own database connection:
 - the **watchdog** ends attempts past their timeout (``timed_out``): their leases are no longer
   renewed, their threads are given up, and the process drains to be replaced (``recycle``);
 - the **listener** LISTENs for new-job notifications and claims for that queue at once, on
-  its own connection;
+  its own connection to ``listen_url`` (or DATABASE_URL); behind a transaction pooler with no
+  ``listen_url`` there is none, and the fetch loops poll with backoff (:class:`PollBackoff`);
 - with ``maintenance`` on (a single-process worker), the rescuer and the bid for the leader's
   duties of :mod:`jobqueue.maintenance`; under the supervisor, the supervisor runs them.
 
@@ -103,6 +104,27 @@ class Running:
     thread: threading.Thread
 
 
+POLL_FLOOR_SECONDS = 0.05  # the first poll after a claim that found work, without LISTEN
+
+
+class PollBackoff:
+    """How long a fetch loop waits before claiming again: from ``floor`` after a claim that
+    found work, doubling at each empty claim up to ``poll_seconds``, each wait drawn from 0.8
+    to 1.2 times that (so many workers do not poll in step)."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+        self.empty = 0  # empty claims since the last one that found work
+
+    def reset(self) -> None:
+        self.empty = 0
+
+    def next(self, poll_seconds: float) -> float:
+        base: float = min(poll_seconds, self.floor * 2 ** min(self.empty, 30))
+        self.empty += 1
+        return base * random.uniform(0.8, 1.2)  # noqa: S311 - spreading load, not security
+
+
 class Consumer:
     """Claims the jobs of one queue and runs them on a pool of threads."""
 
@@ -122,7 +144,7 @@ class Consumer:
         self._abandoned = False
         # worker threads given up to a task past its timeout, until (if ever) it returns
         self._stuck: set[threading.Thread] = set()
-        self._link = Link(runner.settings.database_url, f"fetch[{queue}]", runner.stopping)
+        self._link = runner._link(f"fetch[{queue}]", runner.stopping)
         self._fetcher = threading.Thread(
             target=runner._guard(self._fetch_loop), name=f"fetch-{queue}"
         )
@@ -142,12 +164,18 @@ class Consumer:
 
     def _fetch_loop(self) -> None:
         settings = self.runner.settings
+        # Without LISTEN, a claim that found jobs is followed by quick polls that grow back to
+        # poll_seconds while the queue stays empty; with it, notifications wake the loop.
+        backoff = PollBackoff(settings.poll_seconds if self.runner.listens else POLL_FLOOR_SECONDS)
+        # One try per claim: a claim that fails goes back through the renewal check below
+        # instead of retrying until the database answers and claiming at once.
+        claim_once = partial(self._link.call, tries=1)
         while not self.runner.stopping.is_set():
             self.wake.clear()
-            if self._claim_with(self._link.call):
+            if self.runner.renewing() and self._claim_with(claim_once):
+                backoff.reset()
                 continue  # the queue may hold more: top up again as soon as slots free up
-            poll = settings.poll_seconds * random.uniform(0.8, 1.2)  # noqa: S311
-            self.wake.wait(min(poll, self._refill_seconds()))
+            self.wake.wait(min(backoff.next(settings.poll_seconds), self._refill_seconds()))
         self._link.close()
 
     def _refill_seconds(self) -> float:
@@ -346,6 +374,8 @@ class Runner:
         self._held: dict[tuple[int, int], float] = {}
         self._cancels: set[tuple[int, int]] = set()  # held attempts asked to stop
         self._held_lock = threading.Lock()
+        self._renewed_at = time.monotonic()  # the last heartbeat that got through
+        self._cut_off = False  # the heartbeat has not got through for too long: no claims
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._listening = threading.Event()
@@ -358,6 +388,7 @@ class Runner:
         self._heartbeat = threading.Thread(
             target=self._guard(self._heartbeat_loop), name="heartbeat"
         )
+        self.listens = settings.notify_url is not None  # else the fetch loops poll
         self._listener = threading.Thread(target=self._guard(self._listen_loop), name="listener")
         self._watchdog = threading.Thread(target=self._guard(self._watch_loop), name="watchdog")
         self._daemons: list[threading.Thread] = []
@@ -379,15 +410,22 @@ class Runner:
         link.call(self._learn_rate_limits)
         link.close()
         self._watching.set()
-        for thread in (
-            self._completer,
-            self._heartbeat,
-            self._listener,
-            self._watchdog,
-            *self._daemons,
-        ):
+        self._renewed_at = time.monotonic()  # registered: the database answers now
+        parts = [self._completer, self._heartbeat, self._watchdog, *self._daemons]
+        if self.listens:
+            parts.append(self._listener)
+        else:
+            log.info(
+                "worker %s: no LISTEN (DATABASE_URL is a transaction pooler and PAUTA_LISTEN_URL "
+                "is unset); polling every %g to %gs with jitter",
+                self.worker_id,
+                POLL_FLOOR_SECONDS,
+                self.settings.poll_seconds,
+            )
+        for thread in parts:
             thread.start()
-        self._listening.wait(10)
+        if self.listens:
+            self._listening.wait(10)
         for consumer in self.consumers.values():
             consumer.start()
         queues = ", ".join(f"{name}={c.threads}" for name, c in self.consumers.items())
@@ -401,7 +439,8 @@ class Runner:
         self._set_state("draining")
         for consumer in self.consumers.values():
             consumer.stop_fetching()
-        self._listener.join()  # it may be claiming: its jobs must be in the buffers first
+        if self.listens:
+            self._listener.join()  # it may be claiming: its jobs must be in the buffers first
         unstarted = [job for c in self.consumers.values() for job in c.take_unstarted()]
         self._release([(job, False, 0.0) for job in unstarted])
         while any(c.busy() for c in self.consumers.values()):
@@ -454,8 +493,23 @@ class Runner:
 
         return guarded
 
-    def _link(self, name: str) -> Link:
-        return Link(self.settings.database_url, name, self.hurry)
+    def _link(
+        self,
+        name: str,
+        stop: threading.Event | None = None,
+        *,
+        url: str | None = None,
+        max_delay: float = 5.0,
+    ) -> Link:
+        """A connection to DATABASE_URL (or ``url``) with the settings' prepare threshold; its
+        retries end when ``stop`` (by default ``hurry``) is set."""
+        return Link(
+            url or self.settings.database_url,
+            name,
+            self.hurry if stop is None else stop,
+            max_delay=max_delay,
+            prepare_threshold=self.settings.prepare_after,
+        )
 
     def _set_state(self, state: str) -> None:
         if self.row_id is None:
@@ -475,6 +529,26 @@ class Runner:
     def hold(self, jobs: list[ClaimedJob], lease_from: float) -> None:
         with self._held_lock:
             self._held.update(((job.id, job.attempt), lease_from) for job in jobs)
+
+    def renewing(self) -> bool:
+        """False while the heartbeat has not got through for two periods: the database (or
+        the network to it) is out of reach, leases are not being renewed, and whatever this
+        process claimed now might be rescued from it before it ran. Claims stop until a beat
+        gets through again; the jobs already held are left to their leases and fences."""
+        silent = time.monotonic() - self._renewed_at
+        cut_off = silent > 2 * self.settings.heartbeat_seconds
+        if cut_off != self._cut_off:
+            self._cut_off = cut_off
+            if cut_off:
+                log.warning(
+                    "worker %s: leases not renewed for %.1fs (the database is out of reach); "
+                    "not claiming until a heartbeat gets through",
+                    self.worker_id,
+                    silent,
+                )
+            else:
+                log.info("worker %s: the heartbeat got through again; claiming", self.worker_id)
+        return not cut_off
 
     def lease_may_hold(self, job: ClaimedJob) -> bool:
         """False when the job's lease has run out by this process's clock (monotonic, which
@@ -507,7 +581,7 @@ class Runner:
                     max_size=size,
                     open=True,
                     check=ConnectionPool.check_connection,  # a dropped session is replaced
-                    kwargs=CONNECT_OPTIONS,
+                    kwargs={**CONNECT_OPTIONS, "prepare_threshold": self.settings.prepare_after},
                 )
         with self._pool.connection() as connection:
             yield connection
@@ -694,12 +768,7 @@ class Runner:
         server rolled it back) is retried within ``Link.call``, with backoff capped at a
         quarter of the heartbeat, so a lease is renewed well before it can expire."""
         settings = self.settings
-        link = Link(
-            settings.database_url,
-            "heartbeat",
-            self.closing,
-            max_delay=settings.heartbeat_seconds / 4,
-        )
+        link = self._link("heartbeat", self.closing, max_delay=settings.heartbeat_seconds / 4)
         while not self.closing.wait(settings.heartbeat_seconds):
             link.call(self._beat)
         link.close()
@@ -729,9 +798,11 @@ class Runner:
         self._learn_rate_limits(store)
         state = "draining" if self.stopping.is_set() else "running"
         abandoned = self.abandoned_threads()
-        if self.row_id is not None and store.worker_heartbeat(
+        drain = self.row_id is not None and store.worker_heartbeat(
             self.row_id, state, len(held), abandoned
-        ):
+        )
+        self._renewed_at = time.monotonic()
+        if drain:
             if not self.drain_requested.is_set():
                 log.info("worker %s: drain requested through the console", self.worker_id)
             self.drain_requested.set()
@@ -739,7 +810,7 @@ class Runner:
     # -- listener ------------------------------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        link = Link(self.settings.database_url, "listener", self.stopping)
+        link = self._link("listener", self.stopping, url=self.settings.notify_url)
         link.on_connect = self._on_listen_connect
         while not self.stopping.is_set():
             link.call(self._receive_notifications)

@@ -20,6 +20,7 @@ DEFAULT_GRACE_SECONDS = 25.0
 DEFAULT_PREFETCH = 50  # at most; see jobqueue.runner.Prefetch
 DEFAULT_SWEEP_SECONDS = 5.0
 DEFAULT_PRUNE_SECONDS = 300.0
+DEFAULT_VACUUM_SECONDS = 30.0  # only where autovacuum does not vacuum the churning tables
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
 DEFAULT_KEEP_STATS_SECONDS = 30 * 24 * 3600.0
@@ -30,6 +31,8 @@ DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
 DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
 BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
+POOLERS = ("none", "transaction")  # what stands between the worker and the server
+PSYCOPG_PREPARE_THRESHOLD = 5  # psycopg's own default: prepare a query at its fifth run
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
@@ -50,6 +53,7 @@ class WorkerSettings:
     prefetch: int = DEFAULT_PREFETCH
     sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     prune_seconds: float = DEFAULT_PRUNE_SECONDS
+    vacuum_seconds: float = DEFAULT_VACUUM_SECONDS
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
     keep_stats_seconds: float = DEFAULT_KEEP_STATS_SECONDS
@@ -66,6 +70,11 @@ class WorkerSettings:
     log_level: str = "INFO"
     log_format: str = "text"
     maintenance: bool = True  # run a maintainer: rescue, and a bid for the leader's duties
+    # "transaction": DATABASE_URL is a pooler in transaction mode (PgBouncer), which keeps no
+    # session: no prepared statements unless told, and LISTEN only on listen_url.
+    pooler: str = "none"
+    listen_url: str = ""  # where to LISTEN; empty: DATABASE_URL, or polling behind a pooler
+    prepare_threshold: str = "auto"  # "auto", "off", or the run after which psycopg prepares
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -125,19 +134,61 @@ class WorkerSettings:
             raise SettingsError(
                 f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}"
             )
+        prepare_after(self.pooler, self.prepare_threshold)  # refuses a bad value of either
         if self.log_format not in LOG_FORMATS:
             raise SettingsError(
                 f"log_format must be one of {', '.join(LOG_FORMATS)}, not {self.log_format!r}"
             )
+
+    @property
+    def prepare_after(self) -> int | None:
+        """psycopg's ``prepare_threshold`` for every connection the worker opens."""
+        return prepare_after(self.pooler, self.prepare_threshold)
+
+    @property
+    def notify_url(self) -> str | None:
+        """Where the listener LISTENs, or None: no LISTEN, the fetch loops poll with backoff.
+        LISTEN through a transaction pooler would register on whichever server connection
+        served that one transaction, and the notifications would go to another client."""
+        if self.listen_url:
+            return self.listen_url
+        return None if self.pooler == "transaction" else self.database_url
 
     def for_queue(self, queue: str) -> "WorkerSettings":
         """The settings of the child process that serves one queue (it does no maintenance)."""
         return replace(self, queues={queue: self.queues[queue]}, maintenance=False)
 
 
+def prepare_after(pooler: str, setting: str) -> int | None:
+    """psycopg's ``prepare_threshold`` from the pooler and prepare_threshold settings: "auto"
+    is psycopg's default on a direct connection and None (never prepare) behind a transaction
+    pooler, whose server connections do not keep a client's prepared statements."""
+    if pooler not in POOLERS:
+        raise SettingsError(f"pooler must be one of {', '.join(POOLERS)}, not {pooler!r}")
+    if setting not in ("auto", "off") and not (setting.isdigit() and int(setting) <= MAX_COUNT):
+        raise SettingsError(
+            f"prepare_threshold must be auto, off or a whole number of runs, not {setting!r}"
+        )
+    if setting == "off" or (setting == "auto" and pooler == "transaction"):
+        return None
+    if setting == "auto":
+        return PSYCOPG_PREPARE_THRESHOLD
+    return int(setting)
+
+
 ZERO_ALLOWED = frozenset({"grace_seconds", "connect_wait_seconds"})
 MAX_SECONDS = 10 * 365 * 24 * 3600.0  # every duration setting; also refuses inf and nan
 MAX_COUNT = 10 * 1024 * 1024  # every whole-number setting (prefetch, byte caps)
+
+# Settings read only from the environment (URLs may hold passwords), or not settable at all.
+ENVIRONMENT_ONLY = frozenset({"database_url", "listen_url", "maintenance"})
+# Environment variables of settings that have a flag too (the flag wins).
+ENVIRONMENT = {
+    "queues": "PAUTA_QUEUES",
+    "task_modules": "PAUTA_TASK_MODULES",
+    "pooler": "PAUTA_POOLER",
+    "prepare_threshold": "PAUTA_PREPARE_THRESHOLD",
+}
 
 # Command-line spellings; every other setting is --name-with-dashes.
 SHORT_FLAGS = {
@@ -195,7 +246,7 @@ def argument_parser(prog: str, description: str | None) -> argparse.ArgumentPars
         "--config", help="TOML file with a [worker] table (default: $PAUTA_CONFIG, else none)"
     )
     for spec in fields(WorkerSettings):
-        if spec.name in ("database_url", "maintenance"):
+        if spec.name in ENVIRONMENT_ONLY:
             continue
         flags = [f"--{spec.name.replace('_', '-')}"]
         if spec.name in SHORT_FLAGS:
@@ -218,15 +269,15 @@ def load_settings(
     arguments: argparse.Namespace, environ: Mapping[str, str], *, maintenance: bool = True
 ) -> WorkerSettings:
     """Settings from, in rising order of precedence: defaults, the TOML file, the environment
-    variables DATABASE_URL / PAUTA_QUEUES / PAUTA_TASK_MODULES, and the command line."""
+    variables of ``ENVIRONMENT``, and the command line. DATABASE_URL and PAUTA_LISTEN_URL come
+    from the environment only."""
     values: dict[str, Any] = {}
     config = arguments.config or environ.get("PAUTA_CONFIG")
     if config:
         values.update(_read_toml(Path(config)))
-    if environ.get("PAUTA_QUEUES"):
-        values["queues"] = environ["PAUTA_QUEUES"]
-    if environ.get("PAUTA_TASK_MODULES"):
-        values["task_modules"] = environ["PAUTA_TASK_MODULES"]
+    for name, variable in ENVIRONMENT.items():
+        if environ.get(variable):
+            values[name] = environ[variable]
     for spec in fields(WorkerSettings):
         given = getattr(arguments, spec.name, None)
         if given is not None:
@@ -234,7 +285,10 @@ def load_settings(
     values.setdefault("queues", {"default": 4})
     typed = {name: _typed(name, value) for name, value in values.items()}
     return WorkerSettings(
-        database_url=environ.get("DATABASE_URL", ""), maintenance=maintenance, **typed
+        database_url=environ.get("DATABASE_URL", ""),
+        listen_url=environ.get("PAUTA_LISTEN_URL", ""),
+        maintenance=maintenance,
+        **typed,
     )
 
 
@@ -246,7 +300,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise SettingsError(f"config: {path} is not valid TOML: {error}") from None
     table = document.get("worker", {})
-    known = {spec.name for spec in fields(WorkerSettings)} - {"database_url", "maintenance"}
+    known = {spec.name for spec in fields(WorkerSettings)} - ENVIRONMENT_ONLY
     for key in table:
         if key not in known:
             raise SettingsError(f"config: {path} has an unknown setting worker.{key}")
@@ -300,4 +354,6 @@ def _typed(name: str, value: Any) -> Any:
         return value.upper()
     if name == "log_format" and isinstance(value, str) and value.lower() in LOG_FORMATS:
         return value.lower()
+    if name in ("pooler", "prepare_threshold"):
+        return str(value).strip().lower()
     return value

@@ -305,6 +305,15 @@ class JobStore:
         return [(name, job_id) for name, job_id in self._execute("schedule_enqueue_due",
                                                                  term.params())]  # fmt: skip
 
+    def autovacuum_gaps(self) -> list[tuple[str, str]]:
+        """The engine's churning tables autovacuum will not vacuum, as (table, why)."""
+        rows = self.connection.execute(self._queries["autovacuum_gaps"].sql, prepare=False)
+        return [(str(table), str(reason)) for table, reason in rows]
+
+    def vacuum_hot_tables(self) -> None:
+        """VACUUM (and ANALYZE) the churning tables; needs an autocommit connection."""
+        self.connection.execute(self._queries["hot_tables_vacuum"].sql, prepare=False)
+
     def prune_stats(self, term: Term, keep_seconds: float) -> None:
         """Delete stats, depth samples and stopped worker rows past their retention age, fenced
         by the leader's ``term``."""

@@ -87,7 +87,12 @@ class Supervisor:
             threads=sum(settings.queues.values()),
         )
         self._done = threading.Event()
-        self._link = Link(settings.database_url, "supervisor", self._done)
+        self._link = Link(
+            settings.database_url,
+            "supervisor",
+            self._done,
+            prepare_threshold=settings.prepare_after,
+        )
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name="heartbeat", daemon=True
         )
@@ -231,7 +236,12 @@ class Supervisor:
 
     def _heartbeat_loop(self) -> None:
         """Record the supervisor's heartbeat; queue a drain asked through the workers table."""
-        link = Link(self.settings.database_url, "supervisor heartbeat", self._done)
+        link = Link(
+            self.settings.database_url,
+            "supervisor heartbeat",
+            self._done,
+            prepare_threshold=self.settings.prepare_after,
+        )
         row_id = self.row_id
         assert row_id is not None  # noqa: S101 - started after registering
         while not self._done.wait(self.settings.heartbeat_seconds):

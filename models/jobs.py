@@ -136,6 +136,9 @@ class Job(db.Model):
                 "autovacuum_vacuum_threshold": "1000",
                 "autovacuum_vacuum_insert_scale_factor": "0.05",
                 "autovacuum_analyze_scale_factor": "0.02",
+                # 0014_scale: room for a row's next version on its page; unthrottled vacuum
+                "fillfactor": "90",
+                "autovacuum_vacuum_cost_delay": "0",
             }
         },
     )

@@ -13,7 +13,10 @@ class JobStatsMinute(db.Model):
     """What finished in one minute, per queue and tenant; workers flush deltas with an UPSERT."""
 
     __tablename__ = "job_stats_minute"
-    __table_args__ = (Index("job_stats_minute_minute_idx", "minute"),)  # windows, pruning
+    __table_args__ = (
+        Index("job_stats_minute_minute_idx", "minute"),  # windows, pruning
+        {"postgresql_with": {"fillfactor": "70"}},  # 0014_scale: counter updates stay HOT
+    )
 
     queue: Mapped[str] = mapped_column(Text, primary_key=True)
     minute: Mapped[datetime] = mapped_column(primary_key=True)

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from devtools.catalogues import compile_stale
+from tests.support import pgbouncer as pooler
 from tests.support.english import in_english
 from tests.support.processes import WorkerProcess
 
@@ -54,13 +55,44 @@ def template_database() -> Iterator[str]:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``pooled`` run twice: straight to the server, and through PgBouncer; but
+    those marked ``not_pooled`` (they watch one server backend, by its pid) run once, direct."""
+    marked = metafunc.definition.get_closest_marker
+    if "database_url" in metafunc.fixturenames and marked("pooled") and not marked("not_pooled"):
+        metafunc.parametrize("database_url", ["direct", "pgbouncer"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[pooler.PgBouncer]:
+    """A PgBouncer in transaction pooling in front of the test server, for the whole run."""
+    reason = pooler.available()
+    if reason:
+        pytest.skip(f"no PgBouncer: {reason}")
+    with pooler.PgBouncer(SERVER_URL) as bouncer:
+        yield bouncer
+
+
 @pytest.fixture
-def database_url(template_database: str) -> Iterator[str]:
-    """A fresh, migrated database of its own for one test."""
+def database_url(
+    template_database: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test; under the ``pgbouncer`` parameter
+    (see ``pooled``) its URL goes through PgBouncer in transaction mode, as DATABASE_URL does
+    in such a deployment, with PAUTA_POOLER=transaction and PAUTA_LISTEN_URL the direct URL set
+    for the worker processes and the app the test starts."""
     name = f"{RUN_ID}_{next(_copies)}"
     with _admin() as admin:
         admin.execute(f"CREATE DATABASE {name} TEMPLATE {template_database}")
-    yield url_for_database(name)
+    direct = url_for_database(name)
+    if getattr(request, "param", "direct") == "pgbouncer":
+        bouncer: pooler.PgBouncer = request.getfixturevalue("pgbouncer")
+        monkeypatch.setenv("PAUTA_POOLER", "transaction")
+        monkeypatch.setenv("PAUTA_LISTEN_URL", direct)
+        pooler.unprepared_by_default(monkeypatch)
+        yield bouncer.url(name)
+    else:
+        yield direct
     with _admin() as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

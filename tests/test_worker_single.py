@@ -12,6 +12,8 @@ from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
 from tests.support.db import attempt_rows, create_test_tables, job_row, scalar
 from tests.support.processes import WorkerProcess, start_worker, wait_until
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 
 

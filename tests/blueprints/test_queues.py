@@ -22,6 +22,8 @@ from tests.support.factories import (
 )
 from tests.support.jobs import add_attempt, make_job, register_worker
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 
 

@@ -18,6 +18,8 @@ from tests.support.db import scalar
 from tests.support.factories import make_cycle
 from tests.support.processes import wait_until
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 
 

@@ -4,9 +4,12 @@ import threading
 from typing import Any
 
 import psycopg
+import pytest
 
 from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
 from tests.support.db import job_row, scalar
+
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
 
 Conn = psycopg.Connection[Any]
 

@@ -14,6 +14,8 @@ from jobqueue import JobStore, enqueue
 from jobqueue.store import Term
 from tests.support.db import scalar
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 DUTY = "maintenance"
 

@@ -19,6 +19,8 @@ from jobqueue.store import AttemptResult, ClaimedJob
 from tests.support.db import attempt_rows, job_row, scalar
 from tests.support.processes import wait_until
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 FENCED = ("state", "attempt", "locked_by", "lease_expires_at", "available_at", "last_error")
 
@@ -253,6 +255,7 @@ def test_the_heartbeat_says_what_became_of_each_job_it_held(conn: Conn) -> None:
 # -- locking order -------------------------------------------------------------------------------
 
 
+@pytest.mark.not_pooled("waits on a server backend by its pid")
 @pytest.mark.parametrize("write", ["finish", "release", "extend"])
 def test_multi_row_writes_lock_their_rows_in_id_order(database_url: str, write: str) -> None:
     """A write given ids 3, 1, 2 while another transaction holds row 2 must have locked row 1
@@ -334,6 +337,7 @@ def test_the_sweeper_rescues_past_the_lease_only_and_counts_each_once(conn: Conn
     assert (stats(conn)["failed"], stats(conn)["dead"], stats(conn)["succeeded"]) == (1, 1, 1)
 
 
+@pytest.mark.not_pooled("waits on a server backend by its pid")
 def test_two_rescuers_at_once_rescue_each_job_once(database_url: str) -> None:
     """Every process may rescue: SKIP LOCKED gives each expired row to one of them. The second
     rescuer skips the rows the first holds, then waits for the first's count in the stats row

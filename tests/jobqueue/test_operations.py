@@ -10,6 +10,8 @@ from jobqueue.store import AttemptResult
 from tests.jobqueue.test_leases import failure
 from tests.support.db import attempt_rows, job_row, scalar
 
+pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
+
 Conn = psycopg.Connection[Any]
 
 

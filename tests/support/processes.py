@@ -20,11 +20,13 @@ class WorkerProcess:
         *args: str,
         tasks: str = TEST_TASKS,
         env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
     ) -> None:
+        """``prefix``: a command worker.py runs under (``ip netns exec NS``, ``faketime ...``)."""
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.process = subprocess.Popen(
-            [sys.executable, "worker.py", "--tasks", tasks, *args],
+            [*prefix, sys.executable, "worker.py", "--tasks", tasks, *args],
             cwd=ROOT,
             env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
             stdout=subprocess.DEVNULL,
@@ -96,9 +98,10 @@ def start_worker(
     tasks: str = TEST_TASKS,
     env: dict[str, str] | None = None,
     ready: bool = True,
+    prefix: tuple[str, ...] = (),
 ) -> WorkerProcess:
     """Start worker.py (``tasks``: comma-separated task modules to import) and wait for ready."""
-    worker = WorkerProcess(database_url, *args, tasks=tasks, env=env)
+    worker = WorkerProcess(database_url, *args, tasks=tasks, env=env, prefix=prefix)
     started.append(worker)
     return worker.wait_ready() if ready else worker
 

@@ -1,0 +1,97 @@
+"""When autovacuum will not visit the engine's hot tables (off on the server, or off for a table),
+the worker says so at start and the maintenance leader vacuums them itself on a schedule.
+
+The test server runs with ``autovacuum = off`` (a CI setting), as some production servers do;
+a cluster of our own (devtools.cluster, autovacuum on) shows the per-table case and the quiet
+case."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from devtools.cluster import Cluster
+from jobqueue import JobRequest, JobStore, enqueue_many
+from tests.support.db import scalar
+from tests.support.processes import WorkerProcess, start_worker, wait_until
+
+Conn = psycopg.Connection[Any]
+
+
+def vacuums(conn: Conn, table: str) -> tuple[int, int]:
+    """(manual vacuums, autovacuums) of ``table`` so far."""
+    row = conn.execute(
+        "SELECT vacuum_count, autovacuum_count FROM pg_stat_user_tables WHERE relname = %s",
+        (table,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_with_autovacuum_off_the_leader_vacuums_the_hot_tables_on_a_schedule(
+    conn: Conn, database_url: str, workers: list[WorkerProcess]
+) -> None:
+    if scalar(conn, "SHOW autovacuum") != "off":
+        pytest.skip("the test server runs autovacuum: the fallback stays off")
+    assert JobStore(conn).autovacuum_gaps() == [
+        (table, "autovacuum = off on the server")
+        for table in ("job_stats_minute", "jobs", "leaders", "workers")
+    ]
+    with conn.transaction():
+        enqueue_many(conn, [JobRequest("noop")] * 3000)
+    worker = start_worker(
+        workers, database_url, "--single", "--queues", "default=4", "--vacuum-seconds", "1",
+        "--sweep", "0.5", "--leader-lease-seconds", "2",
+    )  # fmt: skip
+    worker.wait_for_line(
+        r"autovacuum will not vacuum job_stats_minute, jobs, leaders, workers "
+        r"\(autovacuum = off on the server\); the maintenance leader will VACUUM them every 1s"
+    )
+    wait_until(lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 3000)
+    before = vacuums(conn, "jobs")[0]
+    wait_until(lambda: vacuums(conn, "jobs")[0] >= before + 2, timeout=15)  # again and again
+    assert vacuums(conn, "jobs")[1] == 0  # autovacuum never came
+    dead = scalar(conn, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'jobs'")
+    assert dead < 1000, f"{dead} dead rows left in jobs after the leader's vacuums"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Cluster, str]]:
+    """A cluster of our own with autovacuum on (devtools.cluster's production settings)."""
+    with Cluster() as cluster:
+        url = cluster.create_database("pauta")
+        from flask_migrate import upgrade
+
+        from app import create_app
+        from models import db
+
+        app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
+        with app.app_context():
+            upgrade()
+            db.engine.dispose()
+        yield cluster, url
+
+
+def test_autovacuum_turned_off_for_one_table_is_a_gap_and_on_everywhere_none(
+    cluster: tuple[Cluster, str],
+) -> None:
+    _, url = cluster
+    with psycopg.connect(url, autocommit=True) as conn:
+        store = JobStore(conn)
+        assert store.autovacuum_gaps() == []
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+        try:
+            assert store.autovacuum_gaps() == [("jobs", "autovacuum_enabled = off on the table")]
+        finally:
+            conn.execute("ALTER TABLE jobs RESET (autovacuum_enabled)")
+
+
+def test_the_churning_tables_carry_their_storage_parameters(conn: Conn) -> None:
+    options = dict(
+        conn.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname IN ('jobs', 'job_stats_minute')"
+        ).fetchall()
+    )
+    assert {"fillfactor=90", "autovacuum_vacuum_cost_delay=0"} <= set(options["jobs"])
+    assert "fillfactor=70" in options["job_stats_minute"]
