@@ -10,7 +10,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import lazy_pgettext
 from flask_babel.speaklater import LazyString
 
-from hr.wording import cycle_status
+from hr.wording import cycle_status, review_kind, review_status
 
 DELIVERY_STATUSES = {
     "queued": _l("queued"),
@@ -108,6 +108,8 @@ import_state = _namer(IMPORT_STATES)
 
 def init_app(app: Flask) -> None:
     app.add_template_global(cycle_status, "cycle_status")
+    app.add_template_global(review_kind, "review_kind")
+    app.add_template_global(review_status, "review_status")
     app.add_template_global(delivery_status, "delivery_status")
     app.add_template_global(job_state, "job_state")
     app.add_template_global(job_label, "job_label")

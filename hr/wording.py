@@ -13,6 +13,13 @@ CYCLE_STATUSES = {
     "cancelled": N_("cancelled"),
 }
 
+REVIEW_KINDS = {
+    "self": N_("self-review"),
+    "manager": N_("manager's review"),
+    "peer": N_("peer review"),
+}
+REVIEW_STATUSES = {"pending": N_("pending"), "open": N_("open"), "submitted": N_("submitted")}
+
 
 def review_label(kind: str, reviewee_name: str) -> str:
     """``Yourself (self-review)``, ``Goran García (your direct report)``, ``Ana Berg (your
@@ -25,3 +32,13 @@ def review_label(kind: str, reviewee_name: str) -> str:
 def cycle_status(status: str) -> str:
     """ "draft", "rascunho"; a status with no name here as it is stored."""
     return _(CYCLE_STATUSES[status]) if status in CYCLE_STATUSES else status
+
+
+def review_kind(kind: str) -> str:
+    """ "self-review", "autoavaliação"; a kind with no name here as it is stored."""
+    return _(REVIEW_KINDS[kind]) if kind in REVIEW_KINDS else kind
+
+
+def review_status(status: str) -> str:
+    """ "open", "aberta"; a status with no name here as it is stored."""
+    return _(REVIEW_STATUSES[status]) if status in REVIEW_STATUSES else status

@@ -39,7 +39,8 @@ DATA_QUERIES = (
     "UNION SELECT queue FROM jobs UNION SELECT task FROM jobs UNION SELECT last_error FROM jobs "
     "WHERE last_error IS NOT NULL UNION SELECT payload::text FROM jobs UNION SELECT name FROM "
     "workers UNION SELECT hostname FROM workers UNION SELECT error FROM job_attempts WHERE error "
-    "IS NOT NULL"
+    "IS NOT NULL UNION SELECT name FROM workflow_executions UNION SELECT name FROM "
+    "operation_outputs UNION SELECT key FROM workflow_waits WHERE key IS NOT NULL"
 )
 
 
