@@ -37,6 +37,24 @@ SELECT id, tenant_id, name, version, input, status, output, error, idempotency_k
 FROM workflow_executions
 WHERE id = %(id)s
 
+-- name: slice_load
+-- What a slice starts from, in one round trip: the execution, its recorded steps in order (what
+-- a replay returns instead of running them) and the waits it wrote whose step has no output yet
+-- (a replay must reach them as waits).
+SELECT e.id, e.tenant_id, e.name, e.input, e.status,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(o.step_id, o.name, o.kind, o.output, o.error,
+                                                    o.attempts) ORDER BY o.step_id), '[]')
+        FROM operation_outputs AS o
+        WHERE o.execution_id = e.id) AS steps,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(w.step_id, w.kind, w.key)), '[]')
+        FROM workflow_waits AS w
+        WHERE w.execution_id = e.id
+          AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
+                          WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id))
+       AS open_waits
+FROM workflow_executions AS e
+WHERE e.id = %(id)s
+
 -- name: execution_lock
 -- Lock one execution for an act on it (the first lock of every act: see the lock order).
 SELECT id, tenant_id, name, status
@@ -44,47 +62,60 @@ FROM workflow_executions
 WHERE id = %(id)s
 FOR NO KEY UPDATE
 
--- name: slice_begin
--- Start a slice: mark the execution running if this job still holds its lease; returns the
--- status the execution had (a finished one is left alone).
-WITH fence AS (
-    SELECT 1 FROM jobs
-    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
-    FOR SHARE
-), before AS (
-    SELECT id, status FROM workflow_executions WHERE id = %(id)s FOR NO KEY UPDATE
-)
-UPDATE workflow_executions AS e
-SET status = CASE WHEN e.status IN ('pending', 'waiting') THEN 'running' ELSE e.status END,
-    updated_at = now()
-FROM before
-WHERE e.id = before.id AND EXISTS (SELECT 1 FROM fence)
-RETURNING before.status
-
 -- name: step_guard
--- At a step boundary: lock the execution, then the slice's job; returns the execution's status
--- and whether the job is still this slice's (no row: the execution is gone).
-SELECT e.status,
-       EXISTS (SELECT 1 FROM jobs
-               WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
-               FOR SHARE) AS fenced
-FROM workflow_executions AS e
-WHERE e.id = %(execution_id)s
-FOR NO KEY UPDATE OF e
-
--- name: step_list
--- The steps an execution has recorded, in order (what a replay returns instead of running).
-SELECT step_id, name, kind, output, error, attempts
-FROM operation_outputs
-WHERE execution_id = %(execution_id)s
-ORDER BY step_id
+-- A slice's step boundary, in one statement: lock the execution, then the slice's job (the
+-- fence: id, attempt and locked_by still the slice's claim); if both still hold, mark a pending
+-- or waiting execution running, write the checkpoint the slice held back (step_id NULL: none),
+-- and, with end_status, end the execution (only if that checkpoint was written). Returns the
+-- execution's status (running once marked), whether the fence held, and whether the held-back
+-- checkpoint was written (no row: the execution is gone). Run alone it is its own transaction;
+-- at the start of one, it holds the locks for what the transaction does next.
+WITH execution AS (
+    SELECT id, status FROM workflow_executions WHERE id = %(execution_id)s FOR NO KEY UPDATE
+), guard AS (
+    SELECT execution.id, execution.status,
+           EXISTS (SELECT 1 FROM jobs
+                   WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+                   FOR SHARE) AS fenced
+    FROM execution
+), open AS (
+    SELECT id FROM guard WHERE fenced AND status IN ('pending', 'waiting', 'running')
+), started AS (
+    UPDATE workflow_executions AS e
+    SET status = 'running', updated_at = now()
+    FROM guard
+    WHERE e.id = guard.id AND guard.fenced AND guard.status IN ('pending', 'waiting')
+      AND %(end_status)s::text IS NULL
+), recorded AS (
+    INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
+                                   started_at, finished_at)
+    SELECT open.id, %(step_id)s::int, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
+           %(attempts)s, %(started_at)s::timestamptz, %(finished_at)s::timestamptz
+    FROM open
+    WHERE %(step_id)s::int IS NOT NULL
+    ON CONFLICT (execution_id, step_id) DO NOTHING
+    RETURNING step_id
+), ended AS (
+    UPDATE workflow_executions AS e
+    SET status = %(end_status)s::text, output = %(end_output)s::jsonb, error = %(end_error)s,
+        updated_at = now(), finished_at = now()
+    FROM open
+    WHERE e.id = open.id AND %(end_status)s::text IS NOT NULL
+      AND (%(step_id)s::int IS NULL OR EXISTS (SELECT 1 FROM recorded))
+)
+SELECT CASE WHEN guard.fenced AND guard.status IN ('pending', 'waiting') THEN 'running'
+            ELSE guard.status END AS status,
+       guard.fenced,
+       %(step_id)s::int IS NULL OR EXISTS (SELECT 1 FROM recorded) AS recorded
+FROM guard
 
 -- name: step_record
 -- Checkpoint one step's result; no row back means the step was recorded before (keep that one).
 INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
                                started_at, finished_at)
 VALUES (%(execution_id)s, %(step_id)s, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
-        %(attempts)s, coalesce(%(started_at)s::timestamptz, now()), now())
+        %(attempts)s, coalesce(%(started_at)s::timestamptz, now()),
+        coalesce(%(finished_at)s::timestamptz, now()))
 ON CONFLICT (execution_id, step_id) DO NOTHING
 RETURNING output
 
@@ -136,13 +167,6 @@ WITH parked AS (
     FROM finished
 )
 SELECT tenant_id FROM finished
-
--- name: execution_finish
--- End an execution: succeeded with its output, or failed with its error.
-UPDATE workflow_executions
-SET status = %(status)s, output = %(output)s::jsonb, error = %(error)s,
-    updated_at = now(), finished_at = now()
-WHERE id = %(execution_id)s
 
 -- name: event_wait_find
 -- The latest wait on an event key of an execution, and whether its timeout has passed.
@@ -200,14 +224,6 @@ WITH forgotten AS (
     WHERE id = %(execution_id)s AND status = 'failed'
 )
 SELECT step_id, name, error FROM forgotten
-
--- name: wait_list_unrecorded
--- The waits an execution wrote whose step has no output yet (a replay must reach them as waits).
-SELECT w.step_id, w.kind, w.key
-FROM workflow_waits AS w
-WHERE w.execution_id = %(execution_id)s
-  AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
-                  WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id)
 
 -- name: console_execution_list
 -- One keyset page of executions, newest first, each with its open wait (if waiting).

@@ -24,7 +24,15 @@ from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task, tel
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import WorkflowRegistry, registry
-from workflows.store import Fence, Recorded, WorkflowStore, slice_key
+from workflows.store import (
+    Checkpoint,
+    End,
+    Fence,
+    Guarded,
+    Recorded,
+    WorkflowStore,
+    slice_key,
+)
 
 log = logging.getLogger("workflows")
 
@@ -75,6 +83,12 @@ class _AlreadyRecorded(Exception):
     """A transaction step found its checkpoint written before: roll back its own effects."""
 
 
+class HeldCheckpointTaken(RuntimeError):
+    """A checkpoint the slice held back found its step recorded by another writer: the workflow
+    code has gone on with a result that is not the stored one, so the slice's job fails (nothing
+    of it committed) and is retried, and the replay returns the stored result."""
+
+
 @contextmanager
 def span(name: str, **attributes: Any) -> Iterator[None]:
     """A span (when telemetry is on) around a slice or a step, a child of the current one: the
@@ -118,6 +132,9 @@ class WorkflowContext:
         self._recorded = {step.step_id: step for step in recorded}
         self._waits = waits  # waits written but not over: {step id: (kind, key)}
         self._next = 0
+        # The last external step's checkpoint, not yet written: it goes with the next boundary
+        # (a transaction step's, a wait's, the end's), or alone before the next external step.
+        self._held: Checkpoint | None = None
         self.execution_id: int = execution["id"]
         self.tenant_id: int = execution["tenant_id"]
         self.name: str = execution["name"]
@@ -227,14 +244,53 @@ class WorkflowContext:
     # -- running steps -------------------------------------------------------------------------
 
     def _guard(self) -> None:
-        """Inside a transaction: lock the execution then the job; leave unless still ours."""
-        status, fenced = self._store.guard(self.execution_id, self._fence)
-        if not fenced:
+        """Inside a transaction: the step boundary (lock the execution then the job, write the
+        held-back checkpoint); leave unless the execution is still ours and running. The held
+        checkpoint counts as written once that transaction commits (see :meth:`_boundary`)."""
+        self._check(self._store.guard(self.execution_id, self._fence, self._held))
+
+    def _check(self, guarded: Guarded) -> None:
+        if not guarded.fenced:
             log.warning("execution %d: the slice's lease was lost; stopping", self.execution_id)
             raise _Stop
-        if status != "running":
-            log.info("execution %d is %s; its slice stops", self.execution_id, status)
+        if guarded.status != "running":
+            log.info("execution %d is %s; its slice stops", self.execution_id, guarded.status)
             raise _Stop
+        if not guarded.recorded:
+            held = self._held
+            raise HeldCheckpointTaken(
+                f"execution {self.execution_id}: step {held.step_id if held else '?'} was "
+                "recorded by another writer; the slice is retried and replays it"
+            )
+
+    @contextmanager
+    def _boundary(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction that starts at a step boundary; the held checkpoint goes with it and
+        is forgotten only once it committed (a rollback keeps it held for the next one)."""
+        connection = self._store.connection
+        with connection.transaction():
+            self._guard()
+            yield connection
+        self._held = None
+
+    def flush(self) -> None:
+        """Write the held checkpoint now, alone (one statement, its own transaction)."""
+        if self._held is not None:
+            self._check(self._store.guard(self.execution_id, self._fence, self._held))
+            self._held = None
+
+    def end(self, status: str, output: Any, error: str | None) -> bool:
+        """End the execution with the held checkpoint, in one statement; False when the slice
+        no longer holds it (lost lease, cancelled)."""
+        guarded = self._store.guard(
+            self.execution_id, self._fence, self._held, End(status, output, error)
+        )
+        try:
+            self._check(guarded)
+        except _Stop:
+            return False
+        self._held = None
+        return True
 
     def _external(
         self,
@@ -244,6 +300,9 @@ class WorkflowContext:
         args: tuple[Any, ...],
         policy: RetryPolicy,
     ) -> Any:
+        # One external step's checkpoint at most is ever held back: a kill repeats at most the
+        # step in flight, as when each checkpoint committed on its own.
+        self.flush()
         started = datetime.now(UTC)
         attempts = 0
         self.idempotency_key = f"{self.execution_id}:{step_id}"
@@ -263,30 +322,30 @@ class WorkflowContext:
                     time.sleep(policy.delay(attempts))
         finally:
             self.idempotency_key = None
-        return self._checkpoint(step_id, name, "step", value, error, attempts, started)
+        self._held = Checkpoint(
+            step_id, name, "step", value, error, attempts, started, datetime.now(UTC)
+        )
+        if error is not None:
+            raise StepFailed(step_id, name, error)
+        return value
 
     def _checkpoint(
         self,
         step_id: int,
         name: str,
         kind: str,
-        value: Any,
-        error: str | None,
+        error: str,
         attempts: int,
         started: datetime,
     ) -> Any:
-        connection = self._store.connection
-        with connection.transaction():
-            self._guard()
-            inserted = self._store.record(
-                self.execution_id, step_id, name, kind, value, error, attempts, started
-            )
+        """Record a transaction step's failure (its retries spent) and raise it."""
+        checkpoint = Checkpoint(step_id, name, kind, None, error, attempts, started, None)
+        with self._boundary():
+            inserted = self._store.record(self.execution_id, checkpoint)
             stored = None if inserted else self._store.step(self.execution_id, step_id)
         if stored is not None:  # written before (a slice that died after its commit): keep it
             return self._result(stored)
-        if error is not None:
-            raise StepFailed(step_id, name, error)
-        return value
+        raise StepFailed(step_id, name, error)
 
     def _transaction(
         self,
@@ -296,26 +355,19 @@ class WorkflowContext:
         args: tuple[Any, ...],
         policy: RetryPolicy,
     ) -> Any:
-        connection = self._store.connection
         started = datetime.now(UTC)
         attempts = 0
         races = 0
         while True:
             attempts += 1
             try:
-                with connection.transaction():
-                    self._guard()
+                with self._boundary() as connection:
                     value = as_json(function(connection, *args))
-                    if not self._store.record(
-                        self.execution_id,
-                        step_id,
-                        name,
-                        "transaction",
-                        value,
-                        None,
-                        attempts,
-                        started,
-                    ):
+                    checkpoint = Checkpoint(
+                        step_id, name, "transaction", value, None, attempts, started,
+                        datetime.now(UTC),
+                    )  # fmt: skip
+                    if not self._store.record(self.execution_id, checkpoint):
                         raise _AlreadyRecorded
                 return value
             except _AlreadyRecorded:
@@ -325,18 +377,18 @@ class WorkflowContext:
                 attempts -= 1
                 if races > RACE_RETRIES:
                     raise
-            except _Stop:
+            except (_Stop, HeldCheckpointTaken):
                 raise
             except psycopg.OperationalError:
                 raise  # the connection, not the step: the slice's job is retried
             except PermanentError as failure:
                 return self._checkpoint(
-                    step_id, name, "transaction", None, describe(failure), attempts, started
+                    step_id, name, "transaction", describe(failure), attempts, started
                 )
             except Exception as failure:
                 if attempts >= policy.max_attempts:
                     return self._checkpoint(
-                        step_id, name, "transaction", None, describe(failure), attempts, started
+                        step_id, name, "transaction", describe(failure), attempts, started
                     )
                 time.sleep(policy.delay(attempts))
 
@@ -352,10 +404,8 @@ class WorkflowContext:
         if recorded is not None:
             output: dict[str, Any] | None = recorded.output
             return output
-        connection = self._store.connection
         park_until: datetime | None = None
-        with connection.transaction():
-            self._guard()
+        with self._boundary():
             wait = self._store.wait(self.execution_id, step_id)
             if wait is None:
                 wake_at = self._store.insert_wait(
@@ -373,16 +423,11 @@ class WorkflowContext:
                 if output is None:  # not due yet (the slice ran early): park again
                     park_until = self._park(wait["wake_at"])
                 else:
-                    self._store.record(
-                        self.execution_id,
-                        step_id,
-                        name,
-                        step_kind,
-                        output,
-                        None,
-                        1,
-                        wait["wake_at"] if kind == "sleep" else None,
+                    started = wait["wake_at"] if kind == "sleep" else None
+                    checkpoint = Checkpoint(
+                        step_id, name, step_kind, output, None, 1, started, None
                     )
+                    self._store.record(self.execution_id, checkpoint)
                     return output
         log.debug("execution %d parked at step %d until %s", self.execution_id, step_id, park_until)
         raise _Stop
@@ -434,20 +479,15 @@ class Slice:
         self.workflows = workflows
 
     def run(self) -> None:
-        execution = self.store.get(self.execution_id)
-        if execution is None or execution["status"] in FINISHED:
+        loaded = self.store.load(self.execution_id)
+        if loaded is None or loaded.execution["status"] in FINISHED:
             return
+        execution = loaded.execution
         definition = self.workflows.require(execution["name"])  # unknown: retried later
-        with self.store.connection.transaction():
-            before = self.store.begin_slice(self.execution_id, self.fence)
-        if before is None or before in FINISHED:
-            return
+        # The execution is marked running by its first boundary (a checkpoint, a wait or its
+        # end), in that boundary's statement: no commit of its own.
         context = WorkflowContext(
-            self.store,
-            execution,
-            self.fence,
-            self.store.steps(self.execution_id),
-            self.store.unrecorded_waits(self.execution_id),
+            self.store, execution, self.fence, loaded.steps, loaded.open_waits
         )
         attributes = {"pauta.workflow.execution_id": self.execution_id,
                       "pauta.workflow.name": definition.name}  # fmt: skip
@@ -458,19 +498,16 @@ class Slice:
                 output = as_json(output)
         except _Stop:
             return
-        except psycopg.OperationalError:
-            raise  # the database went away: the job is retried and the replay resumes
+        except (psycopg.OperationalError, HeldCheckpointTaken):
+            raise  # the job is retried and the replay resumes from what was committed
         except Exception as error:  # the workflow failed: a step's error, a bug, code changed
-            self._end("failed", None, describe(error))
+            self._end(context, "failed", None, describe(error))
             return
-        self._end("succeeded", output, None)
+        self._end(context, "succeeded", output, None)
 
-    def _end(self, status: str, output: Any, error: str | None) -> None:
-        with self.store.connection.transaction():
-            state, fenced = self.store.guard(self.execution_id, self.fence)
-            if fenced and state == "running":
-                self.store.finish(self.execution_id, status, output, error)
-        log.info("execution %d %s", self.execution_id, status if fenced else "lost its lease")
+    def _end(self, context: WorkflowContext, status: str, output: Any, error: str | None) -> None:
+        ended = context.end(status, output, error)
+        log.info("execution %d %s", self.execution_id, status if ended else "lost its lease")
 
 
 @task(SLICE_TASK, queue=QUEUE, pass_context=True, retry=SLICE_RETRY)

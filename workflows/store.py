@@ -39,6 +39,67 @@ class Recorded:
 
 
 @dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A step's result as a slice writes it to operation_outputs (times by the slice's clock:
+    an external step's checkpoint may be written with the next boundary, after it finished)."""
+
+    step_id: int
+    name: str
+    kind: str
+    output: Any
+    error: str | None
+    attempts: int
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def params_of(checkpoint: "Checkpoint | None") -> dict[str, Any]:
+        if checkpoint is None:
+            return dict.fromkeys(
+                ("step_id", "name", "kind", "output", "error", "attempts", "started_at",
+                 "finished_at")
+            )  # fmt: skip
+        return {
+            "step_id": checkpoint.step_id,
+            "name": checkpoint.name,
+            "kind": checkpoint.kind,
+            "output": None if checkpoint.error is not None else Jsonb(checkpoint.output),
+            "error": checkpoint.error,
+            "attempts": checkpoint.attempts,
+            "started_at": checkpoint.started_at,
+            "finished_at": checkpoint.finished_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """How an execution ends: succeeded with its output, or failed with its error."""
+
+    status: str
+    output: Any
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """What a step boundary found: the execution's status (running once marked), whether the
+    slice's fence held, and whether the held-back checkpoint (if any) was written."""
+
+    status: str
+    fenced: bool
+    recorded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What a slice starts from: the execution, its recorded steps, its open waits' positions."""
+
+    execution: dict[str, Any]
+    steps: list[Recorded]
+    open_waits: dict[int, tuple[str, str | None]]
+
+
+@dataclass(frozen=True, slots=True)
 class Fence:
     """Who runs a slice: its job's (id, attempt) and the worker holding the lease."""
 
@@ -102,14 +163,16 @@ class WorkflowStore:
     def lock(self, execution_id: int) -> dict[str, Any] | None:
         return self._row("execution_lock", {"id": execution_id})
 
-    def steps(self, execution_id: int) -> list[Recorded]:
-        rows = self._execute("step_list", {"execution_id": execution_id})
-        return [Recorded(*row) for row in rows]
-
-    def unrecorded_waits(self, execution_id: int) -> dict[int, tuple[str, str | None]]:
-        """{step id: (kind, key)} of the waits whose step has no output yet."""
-        rows = self._execute("wait_list_unrecorded", {"execution_id": execution_id})
-        return {int(row[0]): (row[1], row[2]) for row in rows}
+    def load(self, execution_id: int) -> Loaded | None:
+        """What a slice starts from (one round trip); None when the execution is gone."""
+        row = self._row("slice_load", {"id": execution_id})
+        if row is None:
+            return None
+        return Loaded(
+            execution={key: row[key] for key in ("id", "tenant_id", "name", "input", "status")},
+            steps=[Recorded(*step) for step in row["steps"]],
+            open_waits={int(wait[0]): (wait[1], wait[2]) for wait in row["open_waits"]},
+        )
 
     def step(self, execution_id: int, step_id: int) -> Recorded:
         row = self._execute("step_get", {"execution_id": execution_id, "step_id": step_id})
@@ -120,41 +183,31 @@ class WorkflowStore:
 
     # -- a slice -------------------------------------------------------------------------------
 
-    def begin_slice(self, execution_id: int, fence: Fence) -> str | None:
-        """Mark the execution running; its status before, or None when the lease was lost."""
-        row = self._execute("slice_begin", {"id": execution_id, **fence.params()}).fetchone()
-        return None if row is None else str(row[0])
-
-    def guard(self, execution_id: int, fence: Fence) -> tuple[str, bool]:
-        """Lock the execution and the slice's job; (status, still this slice's job)."""
-        row = self._execute("step_guard", {"execution_id": execution_id, **fence.params()})
-        found = row.fetchone()
-        if found is None:
-            return "gone", False
-        return str(found[0]), bool(found[1])
-
-    def record(
+    def guard(
         self,
         execution_id: int,
-        step_id: int,
-        name: str,
-        kind: str,
-        output: Any,
-        error: str | None,
-        attempts: int,
-        started_at: datetime | None,
-    ) -> bool:
-        """Checkpoint a step; False when it was recorded before (the stored row stands)."""
-        params = {
+        fence: Fence,
+        held: Checkpoint | None = None,
+        end: End | None = None,
+    ) -> Guarded:
+        """The step boundary (``step_guard``): lock the execution and the slice's job, mark the
+        execution running, write the ``held`` checkpoint, and with ``end`` end the execution."""
+        params: dict[str, Any] = {
             "execution_id": execution_id,
-            "step_id": step_id,
-            "name": name,
-            "kind": kind,
-            "output": None if error is not None else Jsonb(output),
-            "error": error,
-            "attempts": attempts,
-            "started_at": started_at,
+            **fence.params(),
+            **Checkpoint.params_of(held),
+            "end_status": None if end is None else end.status,
+            "end_output": None if end is None or end.status != "succeeded" else Jsonb(end.output),
+            "end_error": None if end is None else end.error,
         }
+        found = self._execute("step_guard", params).fetchone()
+        if found is None:
+            return Guarded("gone", fenced=False, recorded=False)
+        return Guarded(str(found[0]), fenced=bool(found[1]), recorded=bool(found[2]))
+
+    def record(self, execution_id: int, checkpoint: Checkpoint) -> bool:
+        """Checkpoint a step; False when it was recorded before (the stored row stands)."""
+        params = {"execution_id": execution_id, **Checkpoint.params_of(checkpoint)}
         return self._execute("step_record", params).fetchone() is not None
 
     def wait(self, execution_id: int, step_id: int) -> dict[str, Any] | None:
@@ -190,15 +243,6 @@ class WorkflowStore:
             "execution_suspend", {"execution_id": execution_id, **fence.params()}
         ).fetchone()
         return None if row is None else int(row[0])
-
-    def finish(self, execution_id: int, status: str, output: Any, error: str | None) -> None:
-        params = {
-            "execution_id": execution_id,
-            "status": status,
-            "output": None if status != "succeeded" else Jsonb(output),
-            "error": error,
-        }
-        self._execute("execution_finish", params)
 
     # -- events, cancel, resume ----------------------------------------------------------------
 
