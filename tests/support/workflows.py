@@ -137,3 +137,40 @@ def two_noops(ctx: WorkflowContext) -> None:
 
 def _noop() -> None:
     return None
+
+
+def committed_steps(dsn: str, execution_id: int) -> list[int]:
+    """An external step that reads, on a connection of its own, the steps of its execution
+    whose checkpoints are committed."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        rows = other.execute(
+            "SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY step_id",
+            (execution_id,),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@workflow("held_checkpoint")
+def held_checkpoint(ctx: WorkflowContext) -> list[int]:
+    """Two external steps: the second sees which checkpoints were committed before it ran."""
+    ctx.step(_noop, name="first")
+    seen: list[int] = ctx.step(committed_steps, ctx.connection.info.dsn, ctx.execution_id,
+                               name="probe")  # fmt: skip
+    return seen
+
+
+def _stolen(dsn: str, execution_id: int) -> str:
+    """An external step whose checkpoint another writer records while it runs."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        other.execute(
+            "INSERT INTO operation_outputs (execution_id, step_id, name, kind, output)"
+            " VALUES (%s, 0, 'stolen', 'step', '\"stored\"')",
+            (execution_id,),
+        )
+    return "mine"
+
+
+@workflow("stolen")
+def stolen(ctx: WorkflowContext) -> str:
+    value: str = ctx.step(_stolen, ctx.connection.info.dsn, ctx.execution_id, name="stolen")
+    return value

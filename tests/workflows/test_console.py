@@ -1,7 +1,6 @@
 """The workflows console through the test client: who sees which executions, the step timeline,
 approve / cancel / resume as POSTs with CSRF, refused with a sentence, audited."""
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from tests.support.db import scalar
 from tests.support.factories import csrf_token, login_as, make_tenant, make_user, seeding
 from tests.workflows.conftest import Slices
 from workflows import start_workflow
+from workflows.store import all_queries
 
 Conn = psycopg.Connection[Any]
 
@@ -164,11 +164,21 @@ def test_a_code_change_under_a_waiting_execution_shows_in_the_console(
     assert 'data-status="failed"' in page
 
 
-def test_ten_thousand_waiting_executions_list_fast(
+def shared_buffers(conn: Conn, query: str, params: dict[str, Any]) -> int:
+    """Pages the statement read (EXPLAIN ANALYZE, BUFFERS): a count, not a timing."""
+    sql = all_queries()[query].sql
+    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params).fetchone()
+    assert plan is not None
+    top = plan[0][0]["Plan"]
+    return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+
+
+def test_ten_thousand_waiting_executions_list_from_indexes(
     app: Any, wf_conn: Conn, people: dict[str, Any]
 ) -> None:
-    """10,000 executions waiting on approval are rows only (no job, no thread); the list's first
-    page, filtered to them, answers in well under 200 ms."""
+    """10,000 executions waiting on approval are rows only (no job); the list's first page,
+    filtered to them, and the overview's oldest wait read a few pages, not every open wait.
+    (The time it takes is measured in bench/workflow_idle.py.)"""
     wf_conn.execute(
         "INSERT INTO workflow_executions (tenant_id, name, status, input)"
         " SELECT %s, 'approval', 'waiting', '{}' FROM generate_series(1, 10000)",
@@ -181,14 +191,16 @@ def test_ten_thousand_waiting_executions_list_fast(
     wf_conn.execute("ANALYZE workflow_executions; ANALYZE workflow_waits")
     assert scalar(wf_conn, "SELECT count(*) FROM jobs") == 0
     admin = client_for(app, people["admin"])
-    timings = []
     for path in ("/workflows/", "/workflows/?status=waiting&waiting_on=approval",
                  "/workflows/?tenant=acme&status=waiting&before=5000"):  # fmt: skip
-        admin.get(path)  # warm the plan cache
-        started = time.perf_counter()
         response = admin.get(path)
-        timings.append(time.perf_counter() - started)
         assert response.status_code == 200
         assert response.get_data(as_text=True).count("data-execution=") == 50
-    print("workflow list timings (s):", [round(t, 4) for t in timings])
-    assert max(timings) < 0.2
+    page = {"tenant_id": None, "status": "waiting", "name": None, "waiting_on": "approval",
+            "started_from": None, "started_to": None, "before": None, "limit": 51}  # fmt: skip
+    # The page: about three pages per row shown (the execution, its tenant, its wait), where
+    # reading every open wait and its execution is 30,000.
+    assert shared_buffers(wf_conn, "console_execution_list", page) < 1000
+    # The overview: the status counts read the executions' heap (176 pages here); the oldest
+    # wait is one index entry, where sorting every open wait read 280 more.
+    assert shared_buffers(wf_conn, "console_workflow_counts", {"tenant_id": None}) < 300
