@@ -89,7 +89,8 @@ def start_workflow(
         if inserted is None:
             raise RuntimeError(f"workflow {name!r}: the execution was not inserted")
         execution_id, owner = inserted
-        enqueue_slice(conn, execution_id, owner)
+        first = {"name": name, "input": json.loads(input_json)}
+        enqueue_slice(conn, execution_id, owner, first=first)
     return Started(execution_id, created=True)
 
 
