@@ -1,14 +1,14 @@
 """Two-step no-op workflows: Pauta against DBOS Transact, same run, same server (issue 11).
 
     .venv-bench/bin/python -m devtools.database .venv-bench/bin/python -m bench.workflows \\
-        [--workflows 2000] [--json FILE]
+        [--workflows 2000] [--threads 4 16] [--json FILE]
 
 Each system gets a fresh database on the server named by DATABASE_URL and runs N workflows of
 two no-op steps, started one per transaction by a producer while its workers run:
 
 * Pauta: ``start_workflow`` (tests/support/workflows.py ``two_noops``) into one ``worker.py
-  --single --queues workflows=T`` process; also, for scale, N no-op jobs (``noop``) drained by
-  the same worker settings.
+  --single --queues workflows=T`` process, once per ``--threads`` value; also, for scale, N
+  no-op jobs (``noop``) drained by the same worker settings.
 * DBOS Transact: ``Queue.enqueue`` of a ``@DBOS.workflow`` calling two ``@DBOS.step``s, in
   the one process that also executes them (DBOS's queue with its defaults: 1 s polling).
 
@@ -57,7 +57,7 @@ def wait_for(conn: psycopg.Connection[Any], sql: str, expected: int, timeout: fl
         row = conn.execute(sql).fetchone()
         if row is not None and row[0] >= expected:
             return
-        time.sleep(0.005)
+        time.sleep(0.05)  # a count every 5 ms took a sixth of the server's time in the drain
     raise TimeoutError(f"{sql!r} did not reach {expected}")
 
 
@@ -128,7 +128,7 @@ def pauta(workflows: int, threads: int) -> dict[str, Any]:
     return result
 
 
-def dbos(workflows: int, threads: int) -> dict[str, Any]:
+def dbos(workflows: int) -> dict[str, Any]:
     url = fresh_database("bench_dbos_workflows")
     script = f"""
 import time
@@ -181,15 +181,18 @@ DBOS.destroy()
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.workflows", description=__doc__)
     parser.add_argument("--workflows", type=int, default=2000)
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=int, nargs="+", default=[4],
+                        help="Pauta's worker threads; one Pauta run per value")  # fmt: skip
     parser.add_argument("--only", choices=("pauta", "dbos"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {"workflows": args.workflows, "threads": args.threads}
+    results: dict[str, Any] = {"workflows": args.workflows}
     if args.only != "dbos":
-        results["pauta"] = pauta(args.workflows, args.threads)
+        results["pauta"] = [
+            {"threads": threads, **pauta(args.workflows, threads)} for threads in args.threads
+        ]
     if args.only != "pauta":
-        results["dbos"] = dbos(args.workflows, args.threads)
+        results["dbos"] = dbos(args.workflows)
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:

@@ -515,7 +515,9 @@ class Slice:
 
     def _end(self, context: WorkflowContext, status: str, output: Any, error: str | None) -> None:
         ended = context.end(status, output, error)
-        log.info("execution %d %s", self.execution_id, status if ended else "lost its lease")
+        # As for jobs, a success is a debug line (one per execution would flood a busy log).
+        level = logging.DEBUG if ended and status == "succeeded" else logging.INFO
+        log.log(level, "execution %d %s", self.execution_id, status if ended else "stopped")
 
 
 @task(SLICE_TASK, queue=QUEUE, pass_context=True, retry=SLICE_RETRY)
