@@ -14,7 +14,9 @@ two no-op steps, started one per transaction by a producer while its workers run
 
 Reported: workflows per second from the first start to the last completion, and the
 step-to-step latency (the second step's completion minus the first's, from each system's own
-step table), p50 and p99.
+step table), p50 and p99. For Pauta also the CPU a workflow (and a no-op job) cost: the worker
+process's, and the server processes' connected to the database (read from /proc: the server must
+run on this machine), over the drain, divided by the count.
 """
 
 import argparse
@@ -61,6 +63,41 @@ def wait_for(conn: psycopg.Connection[Any], sql: str, expected: int, timeout: fl
     raise TimeoutError(f"{sql!r} did not reach {expected}")
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user and system) process ``pid`` has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends_cpu(conn: psycopg.Connection[Any]) -> dict[int, float]:
+    """CPU seconds of each server process connected to this database but ``conn``'s (the server
+    runs on this machine); none when its processes cannot be read."""
+    found = {}
+    for (pid,) in conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid()"
+    ):
+        try:
+            found[pid] = process_cpu(pid)
+        except OSError:
+            continue
+    return found
+
+
+class Meter:
+    """CPU of a worker process and of its server processes over a drain, per item drained."""
+
+    def __init__(self, conn: psycopg.Connection[Any], pid: int) -> None:
+        self.conn, self.pid = conn, pid
+        self.worker, self.server = process_cpu(pid), backends_cpu(conn)
+
+    def per_item_ms(self, items: int) -> dict[str, float]:
+        worker = process_cpu(self.pid) - self.worker
+        now = backends_cpu(self.conn)
+        server = sum(seconds - self.server.get(pid, 0.0) for pid, seconds in now.items())
+        return {"worker_cpu_ms": 1000 * worker / items, "server_cpu_ms": 1000 * server / items}
+
+
 def start_worker(url: str, threads: int) -> tuple[subprocess.Popen[str], float]:
     """worker.py on the workflows queue (its log read, and dropped, by a thread); returns it and
     the time it said it was ready."""
@@ -103,9 +140,11 @@ def pauta(workflows: int, threads: int) -> dict[str, Any]:
             for _ in range(workflows):
                 start_workflow(conn, "two_noops")
         worker, ready = start_worker(url, threads)
+        meter = Meter(conn, worker.pid)
         wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
                  workflows, 600)  # fmt: skip
         elapsed = time.perf_counter() - ready
+        cpu = meter.per_item_ms(workflows)
         stop(worker)
         gaps = [
             row[0] * 1000
@@ -118,12 +157,15 @@ def pauta(workflows: int, threads: int) -> dict[str, Any]:
         result["workflows_per_second"] = workflows / elapsed
         result["step_latency_ms_p50"] = statistics.median(gaps)
         result["step_latency_ms_p99"] = percentile(gaps, 0.99)
+        result["cpu_ms_per_workflow"] = cpu
         # The same worker settings draining as many no-op jobs.
         enqueue_many(conn, [JobRequest("noop", queue="workflows") for _ in range(workflows)])
         worker, ready = start_worker(url, threads)
+        meter = Meter(conn, worker.pid)
         wait_for(conn, "SELECT count(*) FROM jobs WHERE task = 'noop' AND state = 'succeeded'",
                  workflows, 600)  # fmt: skip
         result["noop_jobs_per_second"] = workflows / (time.perf_counter() - ready)
+        result["cpu_ms_per_noop_job"] = meter.per_item_ms(workflows)
         stop(worker)
     return result
 
