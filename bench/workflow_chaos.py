@@ -45,7 +45,9 @@ def spawn(url: str, threads: int, effects: Path, log: Path) -> subprocess.Popen[
     )  # fmt: skip
 
 
-def run(executions: int, kills: int, workers: int, threads: int, pause: float) -> dict[str, object]:
+def run(
+    executions: int, kills: int, workers: int, threads: int, pause: float, min_age: float
+) -> dict[str, object]:
     folder = Path(tempfile.mkdtemp(prefix="pauta-workflow-chaos-"))
     effects = folder / "effects.txt"
     effects.touch()
@@ -61,12 +63,21 @@ def run(executions: int, kills: int, workers: int, threads: int, pause: float) -
             ]
             started = time.monotonic()
             live = [spawn(url, threads, effects, folder / "workers.log") for _ in range(workers)]
+            born = {process.pid: time.monotonic() for process in live}
             for _ in range(kills):
                 time.sleep(rng.uniform(0.05, 0.3))
-                victim = live.pop(rng.randrange(len(live)))
+                # With min_age, only a worker that has lived that long (past its start-up, so
+                # likely running slices) is killed; the kill waits for one if none has.
+                oldest = min(born[process.pid] for process in live)
+                time.sleep(max(0.0, oldest + min_age - time.monotonic()))
+                old = [n for n, process in enumerate(live)
+                       if time.monotonic() - born[process.pid] >= min_age]  # fmt: skip
+                victim = live.pop(rng.choice(old))
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
-                live.append(spawn(url, threads, effects, folder / "workers.log"))
+                replacement = spawn(url, threads, effects, folder / "workers.log")
+                born[replacement.pid] = time.monotonic()
+                live.append(replacement)
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 done = conn.execute(
@@ -100,6 +111,7 @@ def run(executions: int, kills: int, workers: int, threads: int, pause: float) -
         "kills": kills,
         "workers": workers,
         "threads": threads,
+        "min_age": min_age,
         "seconds": round(elapsed, 1),
         "statuses": statuses,
         "outputs_exact": exact,
@@ -131,9 +143,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=3)
     parser.add_argument("--pause", type=float, default=0.05)
+    parser.add_argument("--min-age", type=float, default=0.0,
+                        help="kill only workers at least this many seconds old")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the result to this file")
     args = parser.parse_args(argv)
-    result = run(args.executions, args.kills, args.workers, args.threads, args.pause)
+    result = run(args.executions, args.kills, args.workers, args.threads, args.pause, args.min_age)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
