@@ -2,7 +2,11 @@
 writing a ledger row, 2 external steps appending to a file) while worker.py processes are killed
 with SIGKILL at random 100 times, on a PostgreSQL cluster of its own.
 
-    .venv/bin/python -m bench.workflow_chaos [--executions 200] [--kills 100] [--json FILE]
+    .venv/bin/python -m bench.workflow_chaos [--executions 200] [--kills 100] [--pause 0.05]
+        [--min-age 0] [--json FILE]
+
+``--min-age S`` kills only workers at least S seconds old: a worker.py takes about a second to
+start, so without it most kills land on a replacement still starting and few slices are hit.
 
 Checks, and prints as JSON: every execution succeeded with the output of an uninterrupted run;
 each transaction step's ledger row exists exactly once; external effects were repeated only for

@@ -307,8 +307,8 @@ class WorkflowContext:
         args: tuple[Any, ...],
         policy: RetryPolicy,
     ) -> Any:
-        # One external step's checkpoint at most is ever held back: a kill repeats at most the
-        # step in flight, as when each checkpoint committed on its own.
+        # One external step's checkpoint at most is ever held back: a kill repeats at most one
+        # external step (the one running, or the last one while the code after it runs).
         self.flush()
         started = datetime.now(UTC)
         attempts = 0
