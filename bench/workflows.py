@@ -9,6 +9,9 @@ two no-op steps, started one per transaction by a producer while its workers run
 * Pauta: ``start_workflow`` (tests/support/workflows.py ``two_noops``) into one ``worker.py
   --single --queues workflows=T`` process, once per ``--threads`` value; also, for scale, N
   no-op jobs (``noop``) drained by the same worker settings.
+* Pauta with ``--relaxed``: the same with ``two_noops_relaxed``, a workflow registered with
+  ``relaxed_durability=True`` (its slices commit with ``synchronous_commit = off``), in rows of
+  its own.
 * DBOS Transact: ``Queue.enqueue`` of a ``@DBOS.workflow`` calling two ``@DBOS.step``s, in
   the one process that also executes them (DBOS's queue with its defaults: 1 s polling).
 
@@ -126,8 +129,8 @@ def stop(worker: subprocess.Popen[str]) -> None:
     worker.wait(60)
 
 
-def pauta(workflows: int, threads: int) -> dict[str, Any]:
-    import tests.support.workflows  # noqa: F401 - registers two_noops
+def pauta(workflows: int, threads: int, name: str = "two_noops") -> dict[str, Any]:
+    import tests.support.workflows  # noqa: F401 - registers two_noops and two_noops_relaxed
     from bench.chaos import migrate
     from jobqueue import JobRequest, enqueue_many
     from workflows import start_workflow
@@ -138,7 +141,7 @@ def pauta(workflows: int, threads: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         with conn.transaction():  # started untimed, then drained: the drain is what is timed
             for _ in range(workflows):
-                start_workflow(conn, "two_noops")
+                start_workflow(conn, name)
         worker, ready = start_worker(url, threads)
         meter = Meter(conn, worker.pid)
         wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
@@ -226,12 +229,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[4],
                         help="Pauta's worker threads; one Pauta run per value")  # fmt: skip
     parser.add_argument("--only", choices=("pauta", "dbos"))
+    parser.add_argument("--relaxed", action="store_true",
+                        help="also Pauta's opt-in relaxed durability (its own rows)")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"workflows": args.workflows}
     if args.only != "dbos":
         results["pauta"] = [
             {"threads": threads, **pauta(args.workflows, threads)} for threads in args.threads
+        ]
+    if args.only != "dbos" and args.relaxed:
+        results["pauta_relaxed_durability"] = [
+            {"threads": threads, **pauta(args.workflows, threads, "two_noops_relaxed")}
+            for threads in args.threads
         ]
     if args.only != "pauta":
         results["dbos"] = dbos(args.workflows)

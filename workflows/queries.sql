@@ -109,6 +109,14 @@ SELECT CASE WHEN guard.fenced AND guard.status IN ('pending', 'waiting') THEN 'r
        %(step_id)s::int IS NULL OR EXISTS (SELECT 1 FROM recorded) AS recorded
 FROM guard
 
+-- name: session_relax_durability
+-- A relaxed-durability workflow's slice: its commits do not wait for their WAL flush.
+SET synchronous_commit = off
+
+-- name: session_restore_durability
+-- After that slice: the pooled connection's commits wait again, as the server's setting says.
+RESET synchronous_commit
+
 -- name: step_record
 -- Checkpoint one step's result; no row back means the step was recorded before (keep that one).
 INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,

@@ -23,7 +23,7 @@ from psycopg import errors as pg_errors
 from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task, telemetry
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
-from workflows.registry import WorkflowRegistry, registry
+from workflows.registry import Workflow, WorkflowRegistry, registry
 from workflows.store import (
     Checkpoint,
     End,
@@ -497,11 +497,15 @@ class Slice:
         context = WorkflowContext(
             self.store, execution, self.fence, loaded.steps, loaded.open_waits
         )
+        with self.store.relaxed_durability(definition.relaxed_durability):
+            self._run(definition, context, execution["input"])
+
+    def _run(self, definition: Workflow, context: WorkflowContext, input: dict[str, Any]) -> None:
         attributes = {"pauta.workflow.execution_id": self.execution_id,
                       "pauta.workflow.name": definition.name}  # fmt: skip
         try:
             with span(f"workflow {definition.name}", **attributes):
-                output = definition.function(context, **execution["input"])
+                output = definition.function(context, **input)
                 context.check_finished()
                 output = as_json(output)
         except _Stop:

@@ -3,6 +3,8 @@
 Like the engine's JobStore it never commits: whoever owns the connection owns the transaction.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -204,6 +206,20 @@ class WorkflowStore:
         if found is None:
             return Guarded("gone", fenced=False, recorded=False)
         return Guarded(str(found[0]), fenced=bool(found[1]), recorded=bool(found[2]))
+
+    @contextmanager
+    def relaxed_durability(self, relaxed: bool) -> Iterator[None]:
+        """With ``relaxed``, the block's commits on this connection do not wait for their WAL
+        flush (``synchronous_commit = off``); the setting is reset after it."""
+        if not relaxed:
+            yield
+            return
+        self._execute("session_relax_durability", {})
+        try:
+            yield
+        finally:
+            if not self.connection.closed:
+                self._execute("session_restore_durability", {})
 
     def record(self, execution_id: int, checkpoint: Checkpoint) -> bool:
         """Checkpoint a step; False when it was recorded before (the stored row stands)."""

@@ -174,3 +174,29 @@ def _stolen(dsn: str, execution_id: int) -> str:
 def stolen(ctx: WorkflowContext) -> str:
     value: str = ctx.step(_stolen, ctx.connection.info.dsn, ctx.execution_id, name="stolen")
     return value
+
+
+def synchronous_commit(connection: psycopg.Connection[Any]) -> str:
+    """A transaction step that reports its session's synchronous_commit."""
+    row = connection.execute("SHOW synchronous_commit").fetchone()
+    return str(row[0]) if row else ""
+
+
+@workflow("relaxed_probe", relaxed_durability=True)
+def relaxed_probe(ctx: WorkflowContext) -> str:
+    """An opt-in relaxed-durability workflow: its slice's commits do not wait for the WAL."""
+    value: str = ctx.step(synchronous_commit, name="probe", transactional=True)
+    return value
+
+
+@workflow("durable_probe")
+def durable_probe(ctx: WorkflowContext) -> str:
+    value: str = ctx.step(synchronous_commit, name="probe", transactional=True)
+    return value
+
+
+@workflow("two_noops_relaxed", relaxed_durability=True)
+def two_noops_relaxed(ctx: WorkflowContext) -> None:
+    """The benchmark's workflow with relaxed durability (its own row)."""
+    ctx.step(_noop, name="one")
+    ctx.step(_noop, name="two")

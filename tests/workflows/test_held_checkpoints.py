@@ -15,6 +15,8 @@ from jobqueue.store import JobStore
 from tests.support.processes import wait_until
 from tests.workflows.conftest import WORKER, Slices
 from workflows import QUEUE, start_workflow
+from workflows.runtime import Slice
+from workflows.store import Fence, WorkflowStore
 
 Conn = psycopg.Connection[Any]
 
@@ -85,3 +87,22 @@ def test_a_first_slice_retried_reads_what_its_first_attempt_recorded(
         {"n": 3, "steps": [10, "2", 30, "4", 50]},
     )
     assert effects_file.read_text().split() == [f"{eid}:4"]  # step 1 was not run again
+
+
+def test_relaxed_durability_is_opt_in_per_workflow_and_reset_after_its_slice(
+    wf_conn: Conn, database_url: str
+) -> None:
+    """A workflow registered with relaxed_durability=True runs its slice with synchronous_commit
+    off; the connection (pooled in a worker) is reset after it, and other workflows keep the
+    server's setting."""
+    relaxed = start_workflow(wf_conn, "relaxed_probe", {}).execution_id
+    durable = start_workflow(wf_conn, "durable_probe", {}).execution_id
+    store = JobStore(wf_conn)
+    with psycopg.connect(database_url, autocommit=True) as pooled:  # one connection for both
+        for job in sorted(store.claim(QUEUE, 2, WORKER, 30.0), key=lambda job: job.id):
+            fence = Fence(job.id, job.attempt, WORKER)
+            Slice(WorkflowStore(pooled), job.payload["execution_id"], fence).run()
+            setting = pooled.execute("SHOW synchronous_commit").fetchone()
+            assert setting == ("on",)  # reset after each slice
+    assert execution(wf_conn, relaxed)["output"] == "off"
+    assert execution(wf_conn, durable)["output"] == "on"
