@@ -33,7 +33,7 @@ from jobqueue.enqueue import _payload_json, _payloads_json, _prepare
 from jobqueue.execution import run_job
 from jobqueue.queries import all_queries
 from jobqueue.registry import TaskRegistry
-from jobqueue.store import AttemptResult, JobStore
+from jobqueue.store import JobStore
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
@@ -120,6 +120,7 @@ def enqueue_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
     request = JobRequest(TASK, {"seq": 1})
     tasks = TaskRegistry()
     new_job = _prepare(request, tasks)
+    payload = _payload_json(TASK, {"seq": 1}, 256 * 1024)
     with psycopg.connect(url, autocommit=True) as conn:
         store = JobStore(conn)
         parts: dict[str, list[float]] = {}
@@ -128,11 +129,15 @@ def enqueue_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
             parts.setdefault(part, []).append(value)
 
         for _ in range(rounds):
-            add("enqueue: whole call, autocommit", per_job_us(
-                lambda: enqueue(conn, TASK, {"seq": 1}), jobs))
+            add(
+                "enqueue: whole call, autocommit",
+                per_job_us(lambda: enqueue(conn, TASK, {"seq": 1}), jobs),
+            )
             add("enqueue: checks (_prepare)", per_job_us(lambda: _prepare(request, tasks), jobs))
-            add("enqueue: payload JSON", per_job_us(
-                lambda: _payload_json(TASK, {"seq": 1}, 256 * 1024), jobs))
+            add(
+                "enqueue: payload JSON",
+                per_job_us(lambda: _payload_json(TASK, {"seq": 1}, 256 * 1024), jobs),
+            )
 
             def producer_off() -> None:
                 with telemetry.producer("default", TASK, 1):
@@ -141,29 +146,50 @@ def enqueue_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
             add("enqueue: producer span, tracing off", per_job_us(producer_off, jobs))
             with tracing(True):
                 add("enqueue: producer span, tracing on", per_job_us(producer_off, jobs))
-            payload = _payload_json(TASK, {"seq": 1}, 256 * 1024)
-            add("enqueue: job_insert, autocommit (statement + commit)", per_job_us(
-                lambda: store.insert_job(new_job, payload), jobs))
+            add(
+                "enqueue: job_insert, autocommit (statement + commit)",
+                per_job_us(lambda: store.insert_job(new_job, payload), jobs),
+            )
             with conn.transaction(force_rollback=True):
-                add("enqueue: job_insert inside one transaction (no commit)", per_job_us(
-                    lambda: store.insert_job(new_job, payload), jobs))
-            add("server: round trip of a prepared SELECT 1", per_job_us(
-                lambda: conn.execute("SELECT 1", prepare=True), jobs))
-            add("server: commit of a transaction that wrote (txid_current)", per_job_us(
-                lambda: conn.execute("SELECT txid_current()", prepare=True), jobs))
+                add(
+                    "enqueue: job_insert inside one transaction (no commit)",
+                    per_job_us(lambda: store.insert_job(new_job, payload), jobs),
+                )
+            add(
+                "server: round trip of a prepared SELECT 1",
+                per_job_us(lambda: conn.execute("SELECT 1", prepare=True), jobs),
+            )
+            add(
+                "server: commit of a transaction that wrote (txid_current)",
+                per_job_us(lambda: conn.execute("SELECT txid_current()", prepare=True), jobs),
+            )
         for part, values in parts.items():
             emit(out, part, values, jobs=jobs, rounds=rounds)
         single = {
-            "tenant_id": None, "queue": "default", "task": TASK, "payload": '{"seq": 1}',
-            "priority": 0, "max_attempts": 3, "run_at": None, "delay": 0.0, "unique_key": None,
-            "trace_context": None, "timeout": None,
+            "tenant_id": None,
+            "queue": "default",
+            "task": TASK,
+            "payload": '{"seq": 1}',
+            "priority": 0,
+            "max_attempts": 3,
+            "run_at": None,
+            "delay": 0.0,
+            "unique_key": None,
+            "trace_context": None,
+            "timeout": None,
         }
         explained = [explain_triggers(conn, queries["job_insert"].sql, single) for _ in range(50)]
-        emit(out, "server: job_insert execution (EXPLAIN ANALYZE)",
-             [e["execution_ms"] * 1000 for e in explained])
+        emit(
+            out,
+            "server: job_insert execution (EXPLAIN ANALYZE)",
+            [e["execution_ms"] * 1000 for e in explained],
+        )
         for name in explained[0]["triggers"]:
-            emit(out, f"server: job_insert trigger {name}",
-                 [e["triggers"][name][0] * 1000 for e in explained])
+            emit(
+                out,
+                f"server: job_insert trigger {name}",
+                [e["triggers"][name][0] * 1000 for e in explained],
+            )
         bulk_parts(conn, store, tasks, jobs, rounds, out)
 
 
@@ -183,28 +209,46 @@ def bulk_parts(
     calls = max(jobs // batch, 2) * batch
     for _ in range(rounds):
         parts.setdefault("bulk: whole enqueue_many call, per job", []).append(
-            per_job_us(lambda: enqueue_many(conn, requests), calls, batch))
+            per_job_us(lambda: enqueue_many(conn, requests), calls, batch)
+        )
         parts.setdefault("bulk: checks (_prepare) per job", []).append(
-            per_job_us(lambda: [_prepare(r, tasks) for r in requests], calls, batch))
+            per_job_us(lambda: [_prepare(r, tasks) for r in requests], calls, batch)
+        )
         parts.setdefault("bulk: payloads JSON per job", []).append(
-            per_job_us(lambda: _payloads_json(requests, 256 * 1024), calls, batch))
+            per_job_us(lambda: _payloads_json(requests, 256 * 1024), calls, batch)
+        )
         parts.setdefault("bulk: insert_jobs statement + commit, per job", []).append(
-            per_job_us(lambda: store.insert_jobs(new_jobs, payloads), calls, batch))
+            per_job_us(lambda: store.insert_jobs(new_jobs, payloads), calls, batch)
+        )
     for part, values in parts.items():
         emit(out, part, values, batch=batch, rounds=rounds)
     params = {
-        "tenant_ids": [None] * batch, "queues": ["default"] * batch, "tasks": [TASK] * batch,
-        "payloads": payloads, "priorities": [0] * batch, "max_attempts": [3] * batch,
-        "delays": [0.0] * batch, "run_ats": [None] * batch, "timeouts": [None] * batch,
+        "tenant_ids": [None] * batch,
+        "queues": ["default"] * batch,
+        "tasks": [TASK] * batch,
+        "payloads": payloads,
+        "priorities": [0] * batch,
+        "max_attempts": [3] * batch,
+        "delays": [0.0] * batch,
+        "run_ats": [None] * batch,
+        "timeouts": [None] * batch,
         "trace_context": None,
     }
     sql = all_queries()["job_insert_many"].sql
     explained = [explain_triggers(conn, sql, params) for _ in range(5)]
-    emit(out, "server: job_insert_many execution per job (EXPLAIN ANALYZE)",
-         [e["execution_ms"] * 1000 / batch for e in explained], batch=batch)
+    emit(
+        out,
+        "server: job_insert_many execution per job (EXPLAIN ANALYZE)",
+        [e["execution_ms"] * 1000 / batch for e in explained],
+        batch=batch,
+    )
     for name in explained[0]["triggers"]:
-        emit(out, f"server: job_insert_many trigger {name}, per job",
-             [e["triggers"][name][0] * 1000 / batch for e in explained], batch=batch)
+        emit(
+            out,
+            f"server: job_insert_many trigger {name}, per job",
+            [e["triggers"][name][0] * 1000 / batch for e in explained],
+            batch=batch,
+        )
 
 
 def worker_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
@@ -231,9 +275,7 @@ def worker_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
                         t0 = time.perf_counter()
                         claimed = store.claim("default", 10, WORKER, 60.0)
                         t1 = time.perf_counter()
-                        results = [
-                            run_job(job, tasks, WORKER, _no_connection) for job in claimed
-                        ]
+                        results = [run_job(job, tasks, WORKER, _no_connection) for job in claimed]
                         t2 = time.perf_counter()
                         store.finish(results, WORKER)
                         t3 = time.perf_counter()
@@ -241,7 +283,8 @@ def worker_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
                         done += len(claimed)
                 for part, value in (("claim 10", claim), ("run_job", run), ("finish", finish)):
                     parts.setdefault(f"worker: {part}, tracing {mode}", []).append(
-                        value / jobs * 1e6)
+                        value / jobs * 1e6
+                    )
             for part, values in parts.items():
                 emit(out, part, values, jobs=jobs, rounds=rounds)
         metrics_part(rounds, jobs, out)
@@ -257,6 +300,7 @@ def metrics_part(rounds: int, jobs: int, out: Any) -> None:
     telemetry.mark_active_for_tests()
     instruments = telemetry.job_metrics()
     assert instruments is not None
+
     def batch_of_ten() -> None:
         for _ in range(10):
             instruments.record_times("default", TASK, 0.001, 0.01)
@@ -279,41 +323,52 @@ def wakeup_parts(url: str, conn: psycopg.Connection[Any], rounds: int, out: Any)
     with psycopg.connect(url, autocommit=True) as listener:
         listener.execute("LISTEN profile_wake")
         for _ in range(rounds):
-            delays = []
-            for _ in range(samples):
-                received: list[float] = []
-
-                def wait() -> None:
-                    for _ in listener.notifies(timeout=5, stop_after=1):
-                        received.append(time.perf_counter())
-
-                thread = threading.Thread(target=wait)
-                thread.start()
-                time.sleep(0.002)
-                sent = time.perf_counter()
-                conn.execute("NOTIFY profile_wake")
-                thread.join()
-                delays.append((received[0] - sent) * 1e6)
-            notify.append(statistics.median(delays))
-            hops = []
-            box: SimpleQueue[float] = SimpleQueue()
-            answers: SimpleQueue[float] = SimpleQueue()
-
-            def take() -> None:
-                while (item := box.get()) >= 0:
-                    answers.put(time.perf_counter() - item)
-
-            taker = threading.Thread(target=take)
-            taker.start()
-            for _ in range(samples):
-                box.put(time.perf_counter())
-                hops.append(answers.get() * 1e6)
-                time.sleep(0.001)
-            box.put(-1.0)
-            taker.join()
+            notify.append(statistics.median(notify_delays(listener, conn, samples)))
+            hops = hand_overs(samples)
             hop.append(statistics.median(hops))
     emit(out, "pickup: NOTIFY, statement sent to the listener's wake-up (median)", notify)
     emit(out, "pickup: hand-over to an idle thread through a queue (median)", hop)
+
+
+def notify_delays(
+    listener: psycopg.Connection[Any], conn: psycopg.Connection[Any], samples: int
+) -> list[float]:
+    delays = []
+    for _ in range(samples):
+        received: list[float] = []
+
+        def wait(received: list[float] = received) -> None:
+            for _ in listener.notifies(timeout=5, stop_after=1):
+                received.append(time.perf_counter())
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.002)
+        sent = time.perf_counter()
+        conn.execute("NOTIFY profile_wake")
+        thread.join()
+        delays.append((received[0] - sent) * 1e6)
+    return delays
+
+
+def hand_overs(samples: int) -> list[float]:
+    hops = []
+    box: SimpleQueue[float] = SimpleQueue()
+    answers: SimpleQueue[float] = SimpleQueue()
+
+    def take() -> None:
+        while (item := box.get()) >= 0:
+            answers.put(time.perf_counter() - item)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    for _ in range(samples):
+        box.put(time.perf_counter())
+        hops.append(answers.get() * 1e6)
+        time.sleep(0.001)
+    box.put(-1.0)
+    taker.join()
+    return hops
 
 
 def main(argv: list[str]) -> int:
@@ -326,7 +381,7 @@ def main(argv: list[str]) -> int:
     server = os.environ.get("DATABASE_URL")
     if not server:
         raise SystemExit("set DATABASE_URL to a PostgreSQL server (a scratch database is made)")
-    out = open(args.out, "a") if args.out else None  # noqa: SIM115
+    out = open(args.out, "a") if args.out else None
     try:
         with scratch_database(server) as url:
             migrate(url)

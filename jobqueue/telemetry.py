@@ -203,10 +203,14 @@ def record_failure(span: Any, error: BaseException, outcome: str, description: s
 
 
 def trace_id_of(span: Any) -> str | None:
+    """The attempt's trace id, to store with its row; None when no trace of it is exported (a
+    sampler left it out): a stored id always names a trace that exists."""
     if span is None:
         return None
     span_context = span.get_span_context()
-    return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else None
+    if not (span_context.is_valid and span_context.trace_flags.sampled):
+        return None
+    return trace.format_trace_id(span_context.trace_id)
 
 
 # -- metrics -------------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def test_the_completer_counts_each_written_attempt_once_in_the_metrics(
     batch = [
         AttemptResult(claimed(job_id, 1), outcome, error, None, 5.0, 0.1)
         for job_id, (outcome, error) in zip(
-            ids, [("succeeded", None)] * 4 + [("failed", "E: x")] * 2 + [("dead", "E: y")],
+            ids,
+            [("succeeded", None)] * 4 + [("failed", "E: x")] * 2 + [("dead", "E: y")],
             strict=True,
         )
     ]
