@@ -8,8 +8,9 @@ imports that checkout's engine (and its runner subprocess, started from the same
 too); both use this interpreter, so both have the same libraries. The protocol is
 bench.pauta_system's (bench/peers/_common.py): single enqueue (one transaction each), bulk
 enqueue (1,000 per call), pickup latency (one job every 10 ms to an idle runner) and drain at
-concurrency 10, the drain with tracing off and on (exported over OTLP/HTTP to a receiver in
-this process). Checkouts alternate within each round, so a shared machine's drift hits both.
+concurrency 10, the drain with tracing off, on (exported over OTLP/HTTP to a receiver in this
+process) and on with the standard sampler variables set to keep one trace in ten. Checkouts
+alternate within each round, so a shared machine's drift hits both.
 Prints one JSON line per measurement and, at the end, the medians and after/before ratios.
 """
 
@@ -57,7 +58,12 @@ finally:
 print(json.dumps(figure))
 """
 
-OTEL = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_TRACES_SAMPLER")
+OTEL = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+)
 
 
 def measure(
@@ -95,12 +101,18 @@ def main(argv: list[str]) -> int:
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
     }
+    sampled = {
+        **tracing_on,
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1",
+    }
     plan = [
         ("enqueue_single", "enqueue_single", 2000, {}),
         ("enqueue_bulk", "enqueue_bulk", 20_000, {}),
         ("pickup_latency", "pickup_latency", 300, {}),
         ("drain c=10 tracing off", "drain", 10_000, {}),
         ("drain c=10 tracing on", "drain", 10_000, tracing_on),
+        ("drain c=10 tracing on, 10% sampled", "drain", 10_000, sampled),
     ]
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -153,9 +165,21 @@ def summary(
             )
         )
     for label in ("before", "after"):
-        on = medians["drain c=10 tracing on", label]
         off = medians["drain c=10 tracing off", label]
-        lines.append(json.dumps({"summary": "tracing on/off", label: round(on / off, 3)}))
+        ratios = {
+            mode: round(medians[f"drain c=10 tracing on{mode}", label] / off, 3)
+            for mode in ("", ", 10% sampled")
+        }
+        lines.append(
+            json.dumps(
+                {
+                    "summary": "tracing on/off",
+                    "checkout": label,
+                    "all sampled": ratios[""],
+                    "10% sampled": ratios[", 10% sampled"],
+                }
+            )
+        )
     return lines
 
 
