@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 # Run with the checkout as the current directory (python -c puts it first on sys.path).
 CHILD = """
-import json, os, secrets, sys
+import json, os, resource, secrets, sys
 import psycopg
 from sqlalchemy.engine import make_url
 from bench.pauta_system import Peer
@@ -43,6 +43,10 @@ try:
     peer = Peer(make_url(server).set(database=name).render_as_string(False))
     peer.setup()
     peer.reset()
+    # CPU seconds, which other processes on a shared machine disturb far less than wall time:
+    # this process's for enqueue, the runner subprocess's (a child, waited for) for the drain.
+    self_before = resource.getrusage(resource.RUSAGE_SELF)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     if measure == "enqueue_single":
         figure = {"jobs_per_s": round(peer.enqueue_single(jobs), 1)}
     elif measure == "enqueue_bulk":
@@ -52,6 +56,13 @@ try:
         figure = {f"{key}_ms": round(value, 2) for key, value in summary.items()}
     else:
         figure = {"jobs_per_s": round(peer.drain(jobs, 10), 1)}
+    used = resource.getrusage(
+        resource.RUSAGE_CHILDREN if measure == "drain" else resource.RUSAGE_SELF
+    )
+    before = children_before if measure == "drain" else self_before
+    cpu = used.ru_utime + used.ru_stime - before.ru_utime - before.ru_stime
+    if measure != "pickup_latency":
+        figure["cpu_us_per_job"] = round(cpu / jobs * 1e6, 1)
 finally:
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -151,19 +162,19 @@ def summary(
         field = "p99_ms" if metric == "pickup_latency" else "jobs_per_s"
         for label in ("before", "after"):
             medians[metric, label] = statistics.median(f[field] for f in figures[metric, label])
-        lines.append(
-            json.dumps(
-                {
-                    "summary": metric,
-                    "field": field,
-                    "before": medians[metric, "before"],
-                    "after": medians[metric, "after"],
-                    "after_over_before": round(
-                        medians[metric, "after"] / medians[metric, "before"], 3
-                    ),
-                }
-            )
-        )
+        record: dict[str, Any] = {
+            "summary": metric,
+            "field": field,
+            "before": medians[metric, "before"],
+            "after": medians[metric, "after"],
+            "after_over_before": round(medians[metric, "after"] / medians[metric, "before"], 3),
+        }
+        if "cpu_us_per_job" in figures[metric, "before"][0]:
+            for label in ("before", "after"):
+                record[f"cpu_us_per_job_{label}"] = statistics.median(
+                    f["cpu_us_per_job"] for f in figures[metric, label]
+                )
+        lines.append(json.dumps(record))
     for label in ("before", "after"):
         off = medians["drain c=10 tracing off", label]
         ratios = {
