@@ -159,9 +159,13 @@ def enqueue_parts(url: str, jobs: int, rounds: int, out: Any) -> None:
                 "server: round trip of a prepared SELECT 1",
                 per_job_us(lambda: conn.execute("SELECT 1", prepare=True), jobs),
             )
+            conn.execute("CREATE TABLE IF NOT EXISTS profile_commit (n int)")
             add(
-                "server: commit of a transaction that wrote (txid_current)",
-                per_job_us(lambda: conn.execute("SELECT txid_current()", prepare=True), jobs),
+                "server: one-row INSERT into a bare table, autocommit (round trip + WAL flush)",
+                per_job_us(
+                    lambda: conn.execute("INSERT INTO profile_commit VALUES (1)", prepare=True),
+                    jobs,
+                ),
             )
         for part, values in parts.items():
             emit(out, part, values, jobs=jobs, rounds=rounds)
