@@ -94,7 +94,8 @@ def test_context_is_passed_first() -> None:
 
 def test_an_attempt_left_out_by_the_sampler_stores_no_trace_id() -> None:
     """A trace id is stored only for an attempt whose span is exported, so that every stored
-    id names a trace that exists (a ratio sampler leaves most attempts out)."""
+    id names a trace that exists (a ratio sampler leaves most attempts out).
+    kills: trace-id-of-unsampled-attempt"""
     memory_telemetry()
     tasks = TaskRegistry()
 

@@ -85,7 +85,8 @@ def test_the_completer_counts_each_written_attempt_once_in_the_metrics(
     conn: Conn, database_url: str
 ) -> None:
     """The processed counter is added to once per batch and outcome: its sums still count every
-    attempt, and the run and wait histograms take one value per attempt."""
+    attempt, and the run and wait histograms take one value per attempt.
+    kills: processed-counted-once-per-batch"""
     telemetry_memory = memory_telemetry()
     before = _processed(telemetry_memory)
     ids = [enqueue(conn, "noop") for _ in range(7)]
