@@ -32,7 +32,10 @@ class Task:
     def __post_init__(self) -> None:
         names: set[str] | None = set()
         required = set()
-        parameters = list(inspect.signature(self.function).parameters.values())
+        try:
+            parameters = list(inspect.signature(self.function).parameters.values())
+        except (TypeError, ValueError):  # not introspectable (some builtins): checked per call
+            parameters, names = [], None
         if self.pass_context:  # the context comes first, by position
             first = parameters.pop(0) if parameters else None
             if first is None or first.kind not in (
