@@ -85,6 +85,8 @@ def enqueue(
     new_job = _prepare(request, tasks)
     payload_json = _payload_json(request.task, request.payload, max_payload_bytes)
     store = JobStore(psycopg_connection(connection))
+    if not telemetry.active():  # no span to open: skip the context manager's generator
+        return store.insert_job(new_job, payload_json)
     with telemetry.producer(new_job.queue, new_job.task, 1) as trace_context:
         new_job.trace_context = _json_or_none(trace_context)
         return store.insert_job(new_job, payload_json)

@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -688,6 +689,8 @@ class Runner:
             return
         self._forget((result.job_id, result.attempt) for result in batch)
         instruments = telemetry.job_metrics()
+        processed: Counter[tuple[str, str, str]] = Counter()  # counted once per batch
+        debug = job_log.isEnabledFor(logging.DEBUG)
         for result in batch:
             fate = written.get((result.job_id, result.attempt))
             if fate is None:  # refused even alone: its lease will expire and it will run again
@@ -710,7 +713,8 @@ class Runner:
             outcome = "retry" if fate.state == "available" else str(fate.state)
             if instruments is not None:
                 job = result.job
-                instruments.record(job.queue, job.task, outcome, result.duration, result.wait)
+                processed[job.queue, job.task, outcome] += 1
+                instruments.record_times(job.queue, job.task, result.duration, result.wait)
             if outcome == "cancelled":
                 job_log.info(
                     "job %d attempt %d cancelled (%s)",
@@ -720,11 +724,12 @@ class Runner:
                     extra=_job_fields(result, outcome, self.worker_id),
                 )
             elif outcome == "succeeded":
-                job_log.debug(
-                    "job %d succeeded",
-                    result.job_id,
-                    extra=_job_fields(result, outcome, self.worker_id),
-                )
+                if debug:  # the record's fields cost more than the check
+                    job_log.debug(
+                        "job %d succeeded",
+                        result.job_id,
+                        extra=_job_fields(result, outcome, self.worker_id),
+                    )
             else:
                 job_log.warning(
                     "job %d attempt %d %s: %s",
@@ -734,6 +739,9 @@ class Runner:
                     result.error,
                     extra=_job_fields(result, outcome, self.worker_id),
                 )
+        if instruments is not None:
+            for (queue, task, outcome), count in processed.items():
+                instruments.count(queue, task, outcome, count)
 
     def _write_one_by_one(
         self, link: Link, batch: list[AttemptResult]

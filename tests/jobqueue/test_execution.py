@@ -3,9 +3,12 @@
 from contextlib import nullcontext
 from datetime import UTC, datetime
 
-from jobqueue import PermanentError, RetryPolicy, TaskRegistry
+from opentelemetry import trace
+
+from jobqueue import PermanentError, RetryPolicy, TaskRegistry, telemetry
 from jobqueue.execution import JobContext, run_job
 from jobqueue.store import ClaimedJob
+from tests.support.telemetry import memory_telemetry
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -87,3 +90,21 @@ def test_permanent_error_is_dead_at_once() -> None:
 def test_context_is_passed_first() -> None:
     assert run("context", {"expected": 7}).outcome == "succeeded"
     assert run("context", {"expected": 8}).outcome == "failed"
+
+
+def test_an_attempt_left_out_by_the_sampler_stores_no_trace_id() -> None:
+    """A trace id is stored only for an attempt whose span is exported, so that every stored
+    id names a trace that exists (a ratio sampler leaves most attempts out).
+    kills: trace-id-of-unsampled-attempt"""
+    memory_telemetry()
+    tasks = TaskRegistry()
+
+    @tasks.task("noop")
+    def noop() -> None: ...
+
+    sampled = run_job(claimed("noop", {}), tasks, "w1", nullcontext)
+    assert sampled.trace_id is not None and len(sampled.trace_id) == 32
+    left_out = trace.NonRecordingSpan(
+        trace.SpanContext(0x1234, 0x5678, is_remote=False, trace_flags=trace.TraceFlags(0))
+    )
+    assert telemetry.trace_id_of(left_out) is None

@@ -14,6 +14,7 @@ from jobqueue.settings import WorkerSettings
 from jobqueue.store import AttemptResult
 from tests.jobqueue.test_leases import claimed, stats
 from tests.support.db import attempt_rows, job_row
+from tests.support.telemetry import MemoryTelemetry, memory_telemetry
 
 Conn = psycopg.Connection[Any]
 
@@ -78,3 +79,44 @@ def test_a_buffered_job_whose_lease_ran_out_while_the_process_stalled_is_not_sta
     assert consumer._outstanding == 0
     assert not runner.lease_may_hold(jobs[0])
     assert {job.id for job in jobs} == {stale, fresh}
+
+
+def test_the_completer_counts_each_written_attempt_once_in_the_metrics(
+    conn: Conn, database_url: str
+) -> None:
+    """The processed counter is added to once per batch and outcome: its sums still count every
+    attempt, and the run and wait histograms take one value per attempt.
+    kills: processed-counted-once-per-batch"""
+    telemetry_memory = memory_telemetry()
+    before = _processed(telemetry_memory)
+    ids = [enqueue(conn, "noop") for _ in range(7)]
+    JobStore(conn).claim("default", 7, "w1", 30)
+    batch = [
+        AttemptResult(claimed(job_id, 1), outcome, error, None, 5.0, 0.1)
+        for job_id, (outcome, error) in zip(
+            ids,
+            [("succeeded", None)] * 4 + [("failed", "E: x")] * 2 + [("dead", "E: y")],
+            strict=True,
+        )
+    ]
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
+    runner.worker_id = "w1"
+    link = Link(database_url, "completer", threading.Event())
+    runner._write_results(link, batch)
+    link.close()
+    after = _processed(telemetry_memory)
+    assert {k: after[k] - before.get(k, 0) for k in after} == {
+        "succeeded": 4,
+        "retry": 2,
+        "dead": 1,
+    }
+    [(_, run_time)] = telemetry_memory.metric_points("pauta.job.run.duration")
+    assert run_time.count >= 7
+
+
+def _processed(memory: MemoryTelemetry) -> dict[str, int]:
+    return {
+        labels["outcome"]: point.value
+        for labels, point in memory.metric_points("pauta.jobs.processed")
+        if labels["task"] == "noop"
+    }

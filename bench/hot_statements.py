@@ -1,0 +1,215 @@
+"""The enqueue path's hot statements, each way of running them measured in one run.
+
+    DATABASE_URL=postgresql://... python -m bench.hot_statements [--jobs 20000] [--rounds 3]
+
+On a scratch database of the server, alternating the variants round by round so that drift of
+a shared machine affects each alike; prints one JSON line per variant (jobs per second, the
+median of the rounds, and every round's figure):
+
+- ``bulk``: ``job_insert_many`` (arrays unnested in one INSERT, what ``enqueue_many`` runs)
+  against binary COPY of the same rows (ids reserved first, in one transaction: the fastest
+  COPY variant tried; text COPY was slower still), at 1,000, 100 and 10 jobs per call;
+- ``single``: ``job_insert`` with psycopg's server-side prepared statement (the default after
+  five runs on a direct connection) against the same statement sent unprepared each time, as
+  behind PgBouncer (``PAUTA_POOLER``), in one transaction per job and all in one transaction
+  (where the commit's WAL flush no longer hides the statement's own cost);
+- ``tenant_check``: what the tenant foreign key costs per row of 1,000-job ``job_insert_many``
+  calls: the plain foreign key, and no constraint at all (the floor; not a mode Pauta offers).
+
+COPY is not in the engine: it measured no faster than the INSERT (the rows' cost is the
+indexes and the foreign key, not parsing the statement), so it lives here as the measured
+alternative.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from bench.pages import scratch_database
+from bench.profile_breakdown import migrate
+from jobqueue import JobRequest
+from jobqueue.enqueue import _payload_json, _prepare
+from jobqueue.registry import TaskRegistry
+from jobqueue.store import JobStore
+
+TASK = "bench_probe"
+
+
+def batch(size: int) -> tuple[list[Any], list[str]]:
+    requests = [JobRequest(TASK, {"seq": seq, "note": "hot statement"}) for seq in range(size)]
+    tasks = TaskRegistry()
+    payloads = [_payload_json(TASK, r.payload, 256 * 1024) for r in requests]
+    return [_prepare(r, tasks) for r in requests], payloads
+
+
+RESERVE = """
+SELECT (SELECT id FROM tenants WHERE slug = 'system'), now(),
+       ARRAY(SELECT nextval('jobs_id_seq') FROM generate_series(1, %(count)s))
+"""
+COPY = """
+COPY jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
+           trace_context, timeout_seconds)
+FROM STDIN (FORMAT BINARY)
+"""
+COPY_TYPES = ["int8", "int8", "text", "text", "jsonb", "int2", "int4", "timestamptz", "jsonb"]
+
+
+def copy_jobs(conn: psycopg.Connection[Any], jobs: list[Any], payloads: list[str]) -> list[int]:
+    """The COPY variant of job_insert_many: the same rows, the same trigger and constraint."""
+    with conn.transaction():
+        row = conn.execute(RESERVE, {"count": len(jobs)}).fetchone()
+        assert row is not None
+        system_tenant, now, ids = row
+        with conn.cursor().copy(COPY) as copy:
+            copy.set_types([*COPY_TYPES, "float8"])
+            for job_id, job, payload in zip(ids, jobs, payloads, strict=True):
+                available_at = job.run_at or now + timedelta(seconds=job.delay_seconds)
+                copy.write_row(
+                    (
+                        job_id,
+                        system_tenant if job.tenant_id is None else job.tenant_id,
+                        job.queue,
+                        job.task,
+                        Jsonb(payload, dumps=_as_is),
+                        job.priority,
+                        job.max_attempts,
+                        available_at,
+                        None,
+                        job.timeout_seconds,
+                    )
+                )
+    return list(ids)
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def rate(action: Callable[[], Any], jobs: int, per_call: int) -> float:
+    started = time.perf_counter()
+    for _ in range(jobs // per_call):
+        action()
+    return jobs / (time.perf_counter() - started)
+
+
+def emit(out: Any, record: dict[str, Any]) -> None:
+    line = json.dumps(record)
+    print(line, flush=True)
+    if out is not None:
+        out.write(line + "\n")
+
+
+def bulk(url: str, jobs: int, rounds: int, out: Any) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        store = JobStore(conn)
+        for size in (1000, 100, 10):
+            new_jobs, payloads = batch(size)
+            array = "[" + ",".join(payloads) + "]"
+            figures: dict[str, list[float]] = {"job_insert_many": [], "binary COPY": []}
+            for _ in range(rounds):
+                conn.execute("TRUNCATE jobs CASCADE")
+                figures["job_insert_many"].append(
+                    rate(lambda: store.insert_jobs(new_jobs, array), jobs, size)  # noqa: B023
+                )
+                conn.execute("TRUNCATE jobs CASCADE")
+                figures["binary COPY"].append(
+                    rate(lambda: copy_jobs(conn, new_jobs, payloads), jobs, size)  # noqa: B023
+                )
+            for statement, values in figures.items():
+                emit(out, _record("bulk", statement, values, batch=size))
+
+
+def single(url: str, jobs: int, rounds: int, out: Any) -> None:
+    new_job = _prepare(JobRequest(TASK, {"seq": 1}), TaskRegistry())
+    payload = _payload_json(TASK, {"seq": 1}, 256 * 1024)
+    figures: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for prepared in ("prepared", "unprepared"):
+            threshold = 0 if prepared == "prepared" else None
+            with psycopg.connect(url, autocommit=True, prepare_threshold=threshold) as conn:
+                store = JobStore(conn)
+                conn.execute("TRUNCATE jobs CASCADE")
+                figures.setdefault((prepared, "one transaction per job"), []).append(
+                    rate(lambda: store.insert_job(new_job, payload), jobs // 4, 1)  # noqa: B023
+                )
+                with conn.transaction():
+                    figures.setdefault((prepared, "all in one transaction"), []).append(
+                        rate(lambda: store.insert_job(new_job, payload), jobs, 1)  # noqa: B023
+                    )
+    for (prepared, transaction), values in figures.items():
+        emit(out, _record("single", f"job_insert {prepared}", values, transactions=transaction))
+
+
+def tenant_check(url: str, jobs: int, rounds: int, out: Any) -> None:
+    new_jobs, payloads = batch(1000)
+    array = "[" + ",".join(payloads) + "]"
+    figures: dict[str, list[float]] = {"foreign key": [], "none (floor)": []}
+    with psycopg.connect(url, autocommit=True) as conn:
+        store = JobStore(conn)
+        for _ in range(rounds):
+            conn.execute("TRUNCATE jobs CASCADE")
+            figures["foreign key"].append(
+                rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
+            )
+            conn.execute("TRUNCATE jobs CASCADE")
+            with conn.transaction():
+                conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_tenant_id_fkey")
+                figures["none (floor)"].append(
+                    rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
+                )
+                conn.execute(
+                    "ALTER TABLE jobs ADD CONSTRAINT jobs_tenant_id_fkey"
+                    " FOREIGN KEY (tenant_id) REFERENCES tenants (id)"
+                )
+    for constraint, values in figures.items():
+        emit(out, _record("tenant_check", constraint, values, batch=1000))
+
+
+def _record(measure: str, variant: str, values: list[float], **details: Any) -> dict[str, Any]:
+    return {
+        "measure": measure,
+        "variant": variant,
+        **details,
+        "jobs_per_s": round(statistics.median(values)),
+        "rounds": [round(v) for v in values],
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench.hot_statements", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("bulk", "single", "tenant_check"))
+    parser.add_argument("--out", help="also append the JSON lines to this file")
+    args = parser.parse_args(argv)
+    server = os.environ.get("DATABASE_URL")
+    if not server:
+        raise SystemExit("set DATABASE_URL to a PostgreSQL server (a scratch database is made)")
+    out = open(args.out, "a") if args.out else None
+    try:
+        with scratch_database(server) as url:
+            migrate(url)
+            for name, measure in (
+                ("bulk", bulk),
+                ("single", single),
+                ("tenant_check", tenant_check),
+            ):
+                if args.only in (None, name):
+                    measure(url, args.jobs, args.rounds, out)
+    finally:
+        if out is not None:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
