@@ -7,6 +7,7 @@ from bench.pauta_system import run_runner
 
 
 class Peer(BareRunnerPeer):
+    PROFILES = {"defaults": "defaults but fair_tenants false"}
     name = "pauta-fifo"
 
 

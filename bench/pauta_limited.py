@@ -7,6 +7,7 @@ from bench.pauta_system import run_runner
 
 
 class Peer(BareRunnerPeer):
+    PROFILES = {"defaults": "defaults and a rate limit of 1,000,000/s"}
     name = "pauta-limited"
 
 

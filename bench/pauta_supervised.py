@@ -13,6 +13,7 @@ from bench.pauta_system import Peer as BareRunnerPeer
 
 
 class Peer(BareRunnerPeer):
+    PROFILES = {"defaults": BareRunnerPeer.PROFILES["defaults"]}
     name = "pauta-supervisor"
 
 
@@ -23,6 +24,7 @@ def run_supervisor() -> None:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--events", required=True)
     parser.add_argument("--record", choices=("first", "all"), required=True)
+    parser.add_argument("--profile", choices=("defaults",), default="defaults")
     args = parser.parse_args()
     environment = {
         **os.environ,
