@@ -2,8 +2,12 @@
 
 The runner is the one `worker.py --single` runs (jobqueue.runner.Runner), with the benchmark's
 concurrency as the queue's thread count (jobs handled at once) and its adaptive prefetch left
-on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST`` (the knobs the
-settings reference offers for short jobs). Enqueue goes through `enqueue` and `enqueue_many` on
+on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``, which is empty: the
+one throughput knob the worker reference offers for short jobs, ``prefetch`` (at most 50 by
+default, adapted below that), did not measurably help at 200 in two trials of `make bench`
+on the shared machine on 2026-12-01 (1,559 vs 910 jobs/s, then 989 vs 1,549: noise), so
+Pauta's best tuning is its defaults, and the two profiles measure the same runner twice in
+each run, which shows the run's own noise. Enqueue goes through `enqueue` and `enqueue_many` on
 an autocommit connection, so each single enqueue is its own transaction.
 The handler records its start in the events file named by BENCH_EVENTS (set by the runner
 process), so it works in any process that imports this module as a task module.
@@ -28,7 +32,7 @@ from jobqueue.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
-BEST: dict[str, Any] = {"prefetch": 200}
+BEST: dict[str, Any] = {}
 
 EVENTS = "BENCH_EVENTS"
 RECORD_ALL = "BENCH_RECORD_ALL"
@@ -51,7 +55,7 @@ class Peer(PeerBase):
     version = version("pauta")
     PROFILES = {
         "defaults": "worker settings' defaults (prefetch up to 50, fair shares on)",
-        "best": ", ".join(f"{key} {value}" for key, value in BEST.items()),
+        "best": "the defaults (no knob measured better)",
     }
 
     def setup(self) -> None:
