@@ -7,13 +7,14 @@ supervisor, its registry heartbeats and maintenance, and the child's process bou
 import argparse
 import os
 import sys
+from typing import ClassVar
 
 from bench.pauta_system import EVENTS, RECORD_ALL, ROOT
 from bench.pauta_system import Peer as BareRunnerPeer
 
 
 class Peer(BareRunnerPeer):
-    PROFILES = {"defaults": BareRunnerPeer.PROFILES["defaults"]}
+    PROFILES: ClassVar[dict[str, str]] = {"defaults": BareRunnerPeer.PROFILES["defaults"]}
     name = "pauta-supervisor"
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 
@@ -53,7 +53,7 @@ def bench_probe(seq: int) -> None:
 class Peer(PeerBase):
     name = "pauta"
     version = version("pauta")
-    PROFILES = {
+    PROFILES: ClassVar[dict[str, str]] = {
         "defaults": "worker settings' defaults (prefetch up to 50, fair shares on)",
         "best": "the defaults (no knob measured better)",
     }

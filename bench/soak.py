@@ -173,8 +173,11 @@ class Sampler:
         timings = self._claim_timings()
         if len(timings) >= 2:
             cuts = statistics.quantiles(timings, n=100, method="inclusive")
-            record.update(claims=len(timings), claim_p50_ms=round(cuts[49], 3),
-                          claim_p99_ms=round(cuts[98], 3))  # fmt: skip
+            record.update(
+                claims=len(timings),
+                claim_p50_ms=round(cuts[49], 3),
+                claim_p99_ms=round(cuts[98], 3),
+            )
         if self.statements:
             calls, total = self.conn.execute(CLAIM_STATEMENT_SQL).fetchone() or (0, 0.0)
             delta_calls = float(calls) - self.last_statement[0]
@@ -188,17 +191,26 @@ class Sampler:
         sizes = {name: (kind, size) for name, kind, size in self.conn.execute(SIZES_SQL)}
         record["sizes"] = {name: size for name, (_, size) in sizes.items()}
         heap, indexes, leaves = self.conn.execute(JOBS_TREE_SQL).fetchone() or (0, 0, 0)
-        record.update(jobs_heap_bytes=int(heap), jobs_indexes_bytes=int(indexes),
-                      jobs_partitions=int(leaves))  # fmt: skip
+        record.update(
+            jobs_heap_bytes=int(heap), jobs_indexes_bytes=int(indexes), jobs_partitions=int(leaves)
+        )
         live = self.conn.execute(
             "SELECT pg_relation_size(%(r)s::regclass), pg_indexes_size(%(r)s::regclass)",
             {"r": self.live_relation},
         ).fetchone() or (0, 0)
-        record.update(live_relation=self.live_relation, live_heap_bytes=int(live[0]),
-                      live_indexes_bytes=int(live[1]))  # fmt: skip
+        record.update(
+            live_relation=self.live_relation,
+            live_heap_bytes=int(live[0]),
+            live_indexes_bytes=int(live[1]),
+        )
         record["tables"] = {
-            name: {"live": live_rows, "dead": dead, "vacuums": vacuums,
-                   "autovacuums": autovacuums, "autoanalyzes": analyzes}  # fmt: skip
+            name: {
+                "live": live_rows,
+                "dead": dead,
+                "vacuums": vacuums,
+                "autovacuums": autovacuums,
+                "autoanalyzes": analyzes,
+            }
             for name, live_rows, dead, vacuums, autovacuums, analyzes in self.conn.execute(
                 TABLE_STATS_SQL
             )
@@ -209,8 +221,10 @@ class Sampler:
                 (self.live_relation,),
             ).fetchone()
             if approx:
-                record.update(live_dead_tuple_pct=round(float(approx[0]), 2),
-                              live_free_pct=round(float(approx[1]), 2))  # fmt: skip
+                record.update(
+                    live_dead_tuple_pct=round(float(approx[0]), 2),
+                    live_free_pct=round(float(approx[1]), 2),
+                )
         return record
 
 
@@ -282,8 +296,12 @@ def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
         first, last = means
         change = (last - first) / first if first else 0.0
         held = change >= -0.10 if higher_is_better else change <= 0.10
-        result[field] = {"first_tenth": round(first, 2), "last_tenth": round(last, 2),
-                         "change_pct": round(change * 100, 1), "met": held}  # fmt: skip
+        result[field] = {
+            "first_tenth": round(first, 2),
+            "last_tenth": round(last, 2),
+            "change_pct": round(change * 100, 1),
+            "met": held,
+        }
     peak = max((s["live_heap_bytes"] + s["live_indexes_bytes"] for s in samples), default=0)
     result["live_peak_mb"] = round(peak / 2**20, 1)
     result["bound_mb"] = bound_mb
@@ -303,21 +321,29 @@ def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
     axes[0].set_ylabel("jobs/s")
     axes[1].plot(minutes, [s.get("claim_p50_ms") for s in samples], label="claim p50")
     axes[1].plot(minutes, [s.get("claim_p99_ms") for s in samples], label="claim p99")
-    axes[1].plot(minutes, [s.get("claim_server_mean_ms") for s in samples],
-                 label="claim mean on the server")  # fmt: skip
+    axes[1].plot(
+        minutes, [s.get("claim_server_mean_ms") for s in samples], label="claim mean on the server"
+    )
     axes[1].set_ylabel("ms")
     megabytes = 2**20
     axes[2].plot(minutes, [s["jobs_heap_bytes"] / megabytes for s in samples], label="jobs heap")
-    axes[2].plot(minutes, [s["jobs_indexes_bytes"] / megabytes for s in samples],
-                 label="jobs indexes")  # fmt: skip
-    axes[2].plot(minutes, [(s["live_heap_bytes"] + s["live_indexes_bytes"]) / megabytes
-                           for s in samples], label="live table + indexes")  # fmt: skip
+    axes[2].plot(
+        minutes, [s["jobs_indexes_bytes"] / megabytes for s in samples], label="jobs indexes"
+    )
+    axes[2].plot(
+        minutes,
+        [(s["live_heap_bytes"] + s["live_indexes_bytes"]) / megabytes for s in samples],
+        label="live table + indexes",
+    )
     attempts = [s["sizes"].get("job_attempts", 0) / megabytes for s in samples]
     axes[2].plot(minutes, attempts, label="job_attempts heap")
     axes[2].set_ylabel("MB")
     for table in ("jobs", "job_attempts"):
-        axes[3].plot(minutes, [s["tables"].get(table, {}).get("dead", 0) for s in samples],
-                     label=f"dead tuples, {table}")  # fmt: skip
+        axes[3].plot(
+            minutes,
+            [s["tables"].get(table, {}).get("dead", 0) for s in samples],
+            label=f"dead tuples, {table}",
+        )
     vacuums = [sum(t["autovacuums"] + t["vacuums"] for t in s["tables"].values()) for s in samples]
     twin = axes[3].twinx()
     twin.step(minutes, vacuums, color="grey", where="post", label="vacuum runs (all tables)")
@@ -337,8 +363,11 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--runner"]:
         run_runner(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, default=5_000_000)
     parser.add_argument("--sample-seconds", type=float, default=30.0)
     parser.add_argument("--autovacuum", choices=("on", "off"), default="on")
@@ -346,8 +375,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backlog", type=int, default=20_000, help="jobs kept waiting")
     parser.add_argument("--day-seconds", type=float, default=60.0, help="a day, compressed")
     parser.add_argument("--prune-seconds", type=float, default=10.0)
-    parser.add_argument("--bound-mb", type=float, default=256.0,
-                        help="the live table and its indexes must stay under this")  # fmt: skip
+    parser.add_argument(
+        "--bound-mb",
+        type=float,
+        default=256.0,
+        help="the live table and its indexes must stay under this",
+    )
     parser.add_argument("--out", type=Path, help="JSON lines (default: docs/benchmarks/...)")
     args = parser.parse_args(argv)
     label = f"{datetime.now(UTC):%Y-%m-%d}-soak-{args.jobs}-autovacuum-{args.autovacuum}"
@@ -359,17 +392,35 @@ def main(argv: list[str]) -> int:
         claims.touch()
         log = (cluster.folder / "runner.log").open("wb")
         runner = subprocess.Popen(
-            [sys.executable, "-m", "bench.soak", "--runner", url, str(args.threads),
-             str(claims), str(args.day_seconds), str(args.prune_seconds)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bench.soak",
+                "--runner",
+                url,
+                str(args.threads),
+                str(claims),
+                str(args.day_seconds),
+                str(args.prune_seconds),
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         producer = Producer(url, args.jobs, args.backlog)
         sampler = Sampler(url, claims, producer)
         samples: list[dict[str, Any]] = []
-        header = {"soak": label, "jobs": args.jobs, "autovacuum": args.autovacuum,
-                  "threads": args.threads, "backlog": args.backlog,
-                  "day_seconds": args.day_seconds, "prune_seconds": args.prune_seconds,
-                  "sample_seconds": args.sample_seconds, "server": SERVER}  # fmt: skip
+        header = {
+            "soak": label,
+            "jobs": args.jobs,
+            "autovacuum": args.autovacuum,
+            "threads": args.threads,
+            "backlog": args.backlog,
+            "day_seconds": args.day_seconds,
+            "prune_seconds": args.prune_seconds,
+            "sample_seconds": args.sample_seconds,
+            "server": SERVER,
+        }
         try:
             producer.start()
             with out.open("w") as lines:
@@ -385,10 +436,24 @@ def main(argv: list[str]) -> int:
                     samples.append(record)
                     lines.write(json.dumps(record) + "\n")
                     lines.flush()
-                    print(json.dumps({key: record.get(key) for key in (
-                        "t", "finished", "backlog", "drain_per_s", "claim_p50_ms",
-                        "claim_p99_ms", "live_heap_bytes", "live_indexes_bytes")}),
-                        flush=True)  # fmt: skip
+                    print(
+                        json.dumps(
+                            {
+                                key: record.get(key)
+                                for key in (
+                                    "t",
+                                    "finished",
+                                    "backlog",
+                                    "drain_per_s",
+                                    "claim_p50_ms",
+                                    "claim_p99_ms",
+                                    "live_heap_bytes",
+                                    "live_indexes_bytes",
+                                )
+                            }
+                        ),
+                        flush=True,
+                    )
                     if not producing and record["backlog"] == 0:
                         break
                 summary = verdict(samples, args.bound_mb)

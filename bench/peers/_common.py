@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import ClassVar
 
 import psycopg
 
@@ -255,7 +256,7 @@ class PeerBase(ABC):
 
     name: str
     version: str
-    PROFILES: dict[str, str]  # "defaults" and "best": the knobs each sets, in a sentence
+    PROFILES: ClassVar[dict[str, str]]  # "defaults" and "best": the knobs each sets, in a sentence
 
     def __init__(self, dsn: str, profile: str = "defaults") -> None:
         if profile not in self.PROFILES:

@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
+from typing import ClassVar
 
 import awa
 import psycopg
@@ -61,7 +62,7 @@ class BenchJob:
 class Peer(PeerBase):
     name = "awa-pg"
     version = version("awa-pg")
-    PROFILES = {
+    PROFILES: ClassVar[dict[str, str]] = {
         "defaults": "start([(queue, concurrency)])",
         "best": "queue dict with claimers 2",
     }

@@ -37,6 +37,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import ClassVar
 
 import asyncpg
 import psycopg
@@ -64,7 +65,7 @@ def _payload(seq: int) -> bytes:
 class Peer(PeerBase):
     name = "pgqueuer"
     version = version("pgqueuer")
-    PROFILES = {
+    PROFILES: ClassVar[dict[str, str]] = {
         "defaults": "pgq install; asyncpg, uvloop, batch_size 10",
         "best": "pgq install + pgq autovac; asyncpg, uvloop, batch_size 10",
     }

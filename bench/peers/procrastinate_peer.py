@@ -31,6 +31,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from importlib.metadata import version
+from typing import ClassVar
 
 import procrastinate
 import psycopg
@@ -57,7 +58,7 @@ def _app(dsn: str, pool_size: int | None = None) -> procrastinate.App:
 class Peer(PeerBase):
     name = "procrastinate"
     version = version("procrastinate")
-    PROFILES = {
+    PROFILES: ClassVar[dict[str, str]] = {
         "defaults": "PsycopgConnector with psycopg_pool's default pool (4)",
         "best": "PsycopgConnector, worker pool sized concurrency + 2",
     }
