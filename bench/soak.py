@@ -105,6 +105,7 @@ class Producer(threading.Thread):
         self.total = total
         self.backlog = backlog
         self.enqueued = 0
+        self.lock = threading.Lock()  # held while a batch is enqueued and counted
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -116,8 +117,10 @@ class Producer(threading.Thread):
                         time.sleep(0.05)
                         continue
                     last = min(self.enqueued + BATCH, self.total)
-                    enqueue_many(conn, [request(seq) for seq in range(self.enqueued, last)])
-                    self.enqueued = last
+                    requests = [request(seq) for seq in range(self.enqueued, last)]
+                    with self.lock:
+                        enqueue_many(conn, requests)
+                        self.enqueued = last
         except BaseException as error:  # reported by the sampler, which stops the run
             self.error = error
 
@@ -132,7 +135,7 @@ class Sampler:
         self.started = time.monotonic()
         self.last_time = self.started
         self.last_finished = 0
-        self.last_claim_lines = 0
+        self.claims_read = 0  # bytes of the claims file already read
         self.last_statement = (0.0, 0.0)
         self.live_relation = "jobs"
         self.pgstattuple = self._extension("pgstattuple")
@@ -148,16 +151,19 @@ class Sampler:
 
     def _claim_timings(self) -> list[float]:
         """Claim durations (ms) the runner wrote since the last sample."""
-        lines = self.claims.read_text().split("\n")[:-1]
-        fresh = lines[self.last_claim_lines :]
-        self.last_claim_lines = len(lines)
-        return [float(value) for value in fresh]
+        with self.claims.open("rb") as timings:
+            timings.seek(self.claims_read)
+            chunk = timings.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # leave a line still being written
+        self.claims_read += len(complete)
+        return [float(value) for value in complete.split()]
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
-        row = self.conn.execute(BACKLOG_SQL).fetchone()
+        with self.producer.lock:  # no batch half counted: finished = enqueued - waiting
+            row = self.conn.execute(BACKLOG_SQL).fetchone()
+            enqueued = self.producer.enqueued
         backlog = int(row[0]) if row else 0
-        enqueued = self.producer.enqueued
         finished = enqueued - backlog
         elapsed = now - self.last_time
         rate = (finished - self.last_finished) / elapsed if elapsed > 0 else 0.0
@@ -283,18 +289,20 @@ def tenth_means(samples: list[dict[str, Any]], field: str) -> tuple[float, float
 
 
 def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
-    """The targets: the last tenth within 10% of the first on drain rate and claim p99 (the
-    samples of the final drain-down, when the producer had stopped, left out), and the live
-    table with its indexes under `bound_mb` throughout."""
-    steady = [sample for sample in samples if sample.get("producing")]
+    """The targets: the last tenth within 10% of the first on drain rate and claim p99, over
+    the steady part of the run (from the second interval in which jobs finished, so the
+    runner's start is left out, to the last sample taken while the producer still ran, so the
+    final drain-down is too), and the live table with its indexes under `bound_mb` throughout."""
+    started = next((i for i, sample in enumerate(samples) if sample["finished"] > 0), None)
+    steady = [] if started is None else [s for s in samples[started + 1 :] if s["producing"]]
     result: dict[str, Any] = {"summary": True, "samples": len(samples), "steady": len(steady)}
     for field, higher_is_better in (("drain_per_s", True), ("claim_p99_ms", False)):
         means = tenth_means(steady, field)
-        if means is None:
+        if means is None or not means[0]:
             result[field] = "too few samples (10 needed)"
             continue
         first, last = means
-        change = (last - first) / first if first else 0.0
+        change = (last - first) / first
         held = change >= -0.10 if higher_is_better else change <= 0.10
         result[field] = {
             "first_tenth": round(first, 2),
