@@ -234,10 +234,27 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
         for target in TARGETS:
             emit({**stamp, **compare(target, profile, results, peer_names)})
     emit({**stamp, **tracing_cost(results)})
+    for target in TARGETS:
+        emit({**stamp, **same_settings_twice(target, results)})
     emit({**stamp, **overhead("pauta-supervisor", "pauta", "drain c=10", results)})
     for variant in ("pauta", "pauta-limited"):
         emit({**stamp, **overhead(variant, "pauta-fifo", "drain c=10", results)})
     return 0
+
+
+def same_settings_twice(
+    target: Target, results: dict[tuple[str, str, str], dict[str, Any]]
+) -> dict[str, Any]:
+    """Pauta's best profile over its defaults on one figure: while BEST is empty both run the
+    same settings, so this ratio's distance from 1 is the run's own noise."""
+    record: dict[str, Any] = {"noise": target.metric, "field": target.field}
+    if importlib.import_module(SYSTEMS["pauta"]).BEST:
+        return {**record, "verdict": "not measured: the profiles differ"}
+    first = results.get(("pauta", "defaults", target.metric), {}).get(target.field)
+    second = results.get(("pauta", "best", target.metric), {}).get(target.field)
+    if not first or not second:
+        return {**record, "verdict": "not measured"}
+    return {**record, "defaults": first, "best": second, "ratio": round(second / first, 2)}
 
 
 def tracing_cost(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
