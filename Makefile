@@ -19,7 +19,7 @@ CATALOGUES := $(LOCALES:%=translations/%/LC_MESSAGES/messages.mo)
 I18N_SOURCES := app.py blueprints console hr models templates
 ASSET_SOURCES := $(wildcard static/console/* static/hr/*) static/confirm.js static/pauta.css blueprints/assets.py
 
-.PHONY: run test lint bench chaos mutants clean catalogues
+.PHONY: run test lint bench soak chaos mutants clean catalogues
 
 run: $(INSTALLED) $(ASSETS) $(CATALOGUES)
 	$(PY) -m devtools.run
@@ -44,8 +44,15 @@ chaos: $(INSTALLED)
 mutants: $(INSTALLED) $(ASSETS) $(CATALOGUES)
 	$(PY) -m devtools.database $(PY) -m devtools.mutants $(MUTANTS)
 
+# Each system at its documented defaults and at its best tuning, like-for-like ratios only
+# (bench/run.py; docs/benchmarks.md). BENCH_ARGS="--label A" tags the lines of one run.
 bench: $(BENCH_INSTALLED)
 	$(BENCH_VENV)/bin/python -m devtools.database $(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)
+
+# A month of churn, compressed, on a PostgreSQL cluster of its own (bench/soak.py): 5,000,000
+# jobs unless SOAK_ARGS="--jobs N"; SOAK_ARGS="--autovacuum off" for the VACUUM fallback.
+soak: $(BENCH_INSTALLED)
+	$(BENCH_VENV)/bin/python -m bench.soak $(SOAK_ARGS)
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)

@@ -7,12 +7,14 @@ supervisor, its registry heartbeats and maintenance, and the child's process bou
 import argparse
 import os
 import sys
+from typing import ClassVar
 
 from bench.pauta_system import EVENTS, RECORD_ALL, ROOT
 from bench.pauta_system import Peer as BareRunnerPeer
 
 
 class Peer(BareRunnerPeer):
+    PROFILES: ClassVar[dict[str, str]] = {"defaults": BareRunnerPeer.PROFILES["defaults"]}
     name = "pauta-supervisor"
 
 
@@ -23,6 +25,7 @@ def run_supervisor() -> None:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--events", required=True)
     parser.add_argument("--record", choices=("first", "all"), required=True)
+    parser.add_argument("--profile", choices=("defaults",), default="defaults")
     args = parser.parse_args()
     environment = {
         **os.environ,

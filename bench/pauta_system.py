@@ -1,8 +1,14 @@
 """Pauta measured with the same protocol as the peers (bench/peers/_common.py).
 
-Defaults throughout: the runner is the one `worker.py --single` runs (jobqueue.runner.Runner)
-with its default settings except the queue's thread count; enqueue goes through `enqueue` and
-`enqueue_many` on an autocommit connection, so each single enqueue is its own transaction.
+The runner is the one `worker.py --single` runs (jobqueue.runner.Runner), with the benchmark's
+concurrency as the queue's thread count (jobs handled at once) and its adaptive prefetch left
+on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``, which is empty: the
+one throughput knob the worker reference offers for short jobs, ``prefetch`` (at most 50 by
+default, adapted below that), did not measurably help at 200 in two trials of `make bench`
+on the shared machine on 2026-12-01 (1,559 vs 910 jobs/s, then 989 vs 1,549: noise), so
+Pauta's best tuning is its defaults, and the two profiles measure the same runner twice in
+each run, which shows the run's own noise. Enqueue goes through `enqueue` and `enqueue_many` on
+an autocommit connection, so each single enqueue is its own transaction.
 The handler records its start in the events file named by BENCH_EVENTS (set by the runner
 process), so it works in any process that imports this module as a task module.
 """
@@ -15,7 +21,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 
@@ -26,6 +32,7 @@ from jobqueue.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
+BEST: dict[str, Any] = {}
 
 EVENTS = "BENCH_EVENTS"
 RECORD_ALL = "BENCH_RECORD_ALL"
@@ -46,6 +53,10 @@ def bench_probe(seq: int) -> None:
 class Peer(PeerBase):
     name = "pauta"
     version = version("pauta")
+    PROFILES: ClassVar[dict[str, str]] = {
+        "defaults": "worker settings' defaults (prefetch up to 50, fair shares on)",
+        "best": "the defaults (no knob measured better)",
+    }
 
     def setup(self) -> None:
         subprocess.run(
@@ -105,8 +116,9 @@ def run_runner(**settings: Any) -> None:
     _recorder = args.recorder
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the runner's threads inherit it
     telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
+    tuning = {**(BEST if args.profile == "best" else {}), **settings}
     runner = Runner(
-        WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}, **settings)
+        WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}, **tuning)
     )
     runner.start()
     signal.sigwait({signal.SIGTERM})

@@ -1,10 +1,19 @@
 """`make bench`: Pauta and its peers, measured in one run on one PostgreSQL server.
 
-Prints one JSON line per measurement, then one line per target with Pauta's ratio to the best
-peer. Each system gets a fresh database of its own on the same server; measurements go metric
-by metric across all systems, so slow drift of the machine affects every system alike.
+Each system runs in two profiles (bench/peers/_common.py): ``defaults``, the library as its
+documentation sets it up, and ``best``, the throughput knobs its documentation offers (each
+adapter's docstring says which). "Concurrency" is jobs handled at once, each system fetching
+them as it recommends. Every (system, profile) gets a fresh database of its own on the same
+server; measurements go metric by metric across all of them, so slow drift of the machine
+affects every system alike.
 
-    python -m bench.run [--dsn URL] [--small] [--systems pauta,pgqueuer,...]
+Prints one JSON line per measurement, then the like-for-like ratios: Pauta's defaults against
+the peers' defaults, Pauta's best against the peers' best (never one against the other), each
+against the goal of issue 16 where one is set, then tracing on/off and the supervisor's and the
+claim variants' costs.
+
+    python -m bench.run [--dsn URL] [--small] [--systems pauta,pgqueuer:best,...] [--label A]
+    python -m bench.run --spread FILE.jsonl   # min/max of each ratio over the runs in FILE
 """
 
 import argparse
@@ -13,7 +22,9 @@ import json
 import secrets
 import sys
 import traceback
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +42,11 @@ SYSTEMS = {
     "procrastinate": "bench.peers.procrastinate_peer",
     "awa": "bench.peers.awa_peer",
 }
+DEFAULT_SYSTEMS = "pauta,pauta-supervisor,pgqueuer,procrastinate,awa"
+OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
+PROFILES = ("defaults", "best")
+CONCURRENCY = 10  # jobs handled at once, in every drain and pickup measurement
+TRACED = "drain c=10 traced"
 
 
 @dataclass(frozen=True)
@@ -47,24 +63,23 @@ SMALL = Sizes(single=200, bulk=2000, drain=2000, pickup=50)
 
 @dataclass(frozen=True)
 class Target:
-    """Pauta's figure against the best peer's: `higher` figures (throughput) or lower (latency)."""
+    """Pauta's figure against the best peer's in the same profile: `higher` figures
+    (throughput) or lower (latency); `ratio` and `absolute` are issue 16's goals (best only)."""
 
     metric: str
     field: str
     higher_is_better: bool
     ratio: float
-    absolute: float | None = None  # an extra ceiling, e.g. p99 under 5 ms
+    absolute: float | None = None  # an extra ceiling, e.g. p99 under 1.5 ms
 
-
-OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
 
 TARGETS = [
-    Target("drain c=1", "jobs_per_s", True, 2.0),
-    Target("drain c=10", "jobs_per_s", True, 2.0),
+    Target("enqueue_single", "jobs_per_s", True, 1.5),
     Target("enqueue_bulk", "jobs_per_s", True, 1.5),
-    Target("enqueue_single", "jobs_per_s", True, 1.0),
-    Target("pickup_latency", "p99_ms", False, 1.0, absolute=5.0),
+    Target("drain c=10", "jobs_per_s", True, 3.0),
+    Target("pickup_latency", "p99_ms", False, 2.0, absolute=1.5),
 ]
+TRACING_GOAL = 0.7  # drain with tracing on / off, Pauta's defaults
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -76,7 +91,7 @@ class Database:
 
     def __init__(self, server_url: str, system: str) -> None:
         self.server_url = server_url
-        self.name = f"bench_{system.replace('-', '_')}_{secrets.token_hex(3)}"
+        self.name = f"bench_{system.replace('-', '_').replace(':', '_')}_{secrets.token_hex(3)}"
 
     def url(self) -> str:
         return make_url(self.server_url).set(database=self.name).render_as_string(False)
@@ -94,151 +109,244 @@ class Database:
             admin.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
-def measurements(sizes: Sizes) -> list[tuple[str, dict[str, Any], Callable[[Any], dict[str, Any]]]]:
+Measure = Callable[[Any], dict[str, Any]]
+
+
+def measurements(sizes: Sizes) -> list[tuple[str, dict[str, Any], Measure]]:
     def single(peer: Any) -> dict[str, Any]:
         return {"jobs_per_s": round(peer.enqueue_single(sizes.single), 1)}
 
     def bulk(peer: Any) -> dict[str, Any]:
         return {"jobs_per_s": round(peer.enqueue_bulk(sizes.bulk, 1000), 1)}
 
-    def drain(concurrency: int) -> Callable[[Any], dict[str, Any]]:
-        return lambda peer: {"jobs_per_s": round(peer.drain(sizes.drain, concurrency), 1)}
+    def drain(peer: Any) -> dict[str, Any]:
+        return {"jobs_per_s": round(peer.drain(sizes.drain, CONCURRENCY), 1)}
 
     def pickup(peer: Any) -> dict[str, Any]:
-        summary = peer.pickup_latency(sizes.pickup, 0.010)
+        summary = peer.pickup_latency(sizes.pickup, 0.010, CONCURRENCY)
         return {f"{key}_ms": round(value, 2) for key, value in summary.items()}
 
     return [
         ("enqueue_single", {"jobs": sizes.single}, single),
         ("enqueue_bulk", {"jobs": sizes.bulk, "batch": 1000}, bulk),
-        ("drain c=1", {"jobs": sizes.drain, "concurrency": 1}, drain(1)),
-        ("drain c=10", {"jobs": sizes.drain, "concurrency": 10}, drain(10)),
+        ("drain c=10", {"jobs": sizes.drain, "concurrency": CONCURRENCY}, drain),
         ("pickup_latency", {"jobs": sizes.pickup, "interval_ms": 10}, pickup),
+        (TRACED, {"jobs": sizes.drain, "concurrency": CONCURRENCY, "tracing": "otlp"}, drain),
     ]
+
+
+def entries(spec: str) -> list[tuple[str, str]]:
+    """``pauta,pgqueuer:best`` -> [(system, profile)]; a bare name means all its profiles."""
+    chosen: list[tuple[str, str]] = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, profile = item.partition(":")
+        if name not in SYSTEMS:
+            raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+        offered = importlib.import_module(SYSTEMS[name]).Peer.PROFILES
+        if profile and profile not in offered:
+            raise ValueError(f"{name} has no profile {profile!r}; it has {', '.join(offered)}")
+        chosen += [(name, each) for each in ([profile] if profile else offered)]
+    return chosen
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__)
     parser.add_argument("--dsn", help="server to use (default: DATABASE_URL or embedded)")
     parser.add_argument("--small", action="store_true", help="small sizes, for a quick check")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=DEFAULT_SYSTEMS)
+    parser.add_argument("--label", default="", help="written into every line, e.g. run A")
+    parser.add_argument("--spread", metavar="FILE", help="summarise the ratios of earlier runs")
     args = parser.parse_args(argv)
-    names = [name.strip() for name in args.systems.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SYSTEMS]
-    if unknown:
-        parser.error(f"unknown system {unknown[0]!r}; choose from {', '.join(SYSTEMS)}")
+    if args.spread:
+        return spread(args.spread)
+    try:
+        chosen = entries(args.systems)
+    except ValueError as error:
+        parser.error(str(error))
+    sizes = SMALL if args.small else FULL
     if args.dsn:
-        return run(args.dsn, names, SMALL if args.small else FULL)
+        return run(args.dsn, chosen, sizes, args.label)
     with database_url() as (url, description):
         print(description, file=sys.stderr)
-        return run(url, names, SMALL if args.small else FULL)
+        return run(url, chosen, sizes, args.label)
 
 
-def run(server_url: str, names: list[str], sizes: Sizes) -> int:
-    peers: dict[str, Any] = {}
-    databases: list[Database] = []
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+@contextmanager
+def tracing_receiver(needed: bool) -> Iterator[dict[str, str]]:
+    """The variables that make a Pauta runner export its spans over OTLP/HTTP to a real
+    receiver on loopback (as bench.telemetry_overhead does); nothing if no traced drain runs."""
+    if not needed:
+        yield {}
+        return
+    from devtools.otlp_receiver import Receiver
+
+    receiver = Receiver().start()
     try:
-        for name in names:
-            database = Database(server_url, name)
+        yield {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+    finally:
+        receiver.stop()
+
+
+def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str) -> int:
+    peers: dict[tuple[str, str], Any] = {}
+    databases: list[Database] = []
+    results: dict[tuple[str, str, str], dict[str, Any]] = {}
+    stamp = {"run": label} if label else {}
+    traced = [("pauta", "defaults")] if ("pauta", "defaults") in chosen else []
+    try:
+        for name, profile in chosen:
+            database = Database(server_url, f"{name}:{profile}")
             database.create()
             databases.append(database)
-            peer = importlib.import_module(SYSTEMS[name]).Peer(database.url())
+            peer = importlib.import_module(SYSTEMS[name]).Peer(database.url(), profile)
             peer.setup()
-            peers[name] = peer
-        for metric, details, measure in measurements(sizes):
-            for name, peer in peers.items():
-                peer.reset()
-                record = {"system": peer.name, "version": peer.version, "metric": metric}
-                try:
-                    figures = measure(peer)
-                except Exception as error:  # one peer failing must not hide the others
-                    traceback.print_exc()
-                    emit({**record, **details, "error": f"{type(error).__name__}: {error}"})
-                    continue
-                results[(name, metric)] = figures
-                emit({**record, **details, **figures})
+            peers[(name, profile)] = peer
+        with tracing_receiver(bool(traced)) as otel:
+            for metric, details, measure in measurements(sizes):
+                for key in traced if metric == TRACED else list(peers):
+                    peer = peers[key]
+                    peer.reset()
+                    peer.runner_environment = otel if metric == TRACED else {}
+                    record = {
+                        **stamp,
+                        "system": peer.name,
+                        "profile": key[1],
+                        "knobs": peer.PROFILES[key[1]],
+                        "version": peer.version,
+                        "metric": metric,
+                    }
+                    try:
+                        figures = measure(peer)
+                    except Exception as error:  # one peer failing must not hide the others
+                        traceback.print_exc()
+                        emit({**record, **details, "error": f"{type(error).__name__}: {error}"})
+                        continue
+                    results[(*key, metric)] = figures
+                    emit({**record, **details, **figures})
     finally:
         for database in databases:
             database.drop()
+    peer_names = sorted({name for name, _ in chosen if name not in OURS})
+    for profile in PROFILES:
+        for target in TARGETS:
+            emit({**stamp, **compare(target, profile, results, peer_names)})
+    emit({**stamp, **tracing_cost(results)})
     for target in TARGETS:
-        emit(compare(target, results, [name for name in names if name not in OURS]))
-    for metric in ("drain c=1", "drain c=10"):
-        emit(supervisor_overhead(metric, results))
-        for variant in ("pauta", "pauta-limited"):
-            emit(control_overhead(metric, variant, results))
+        emit({**stamp, **same_settings_twice(target, results)})
+    emit({**stamp, **overhead("pauta-supervisor", "pauta", "drain c=10", results)})
+    for variant in ("pauta", "pauta-limited"):
+        emit({**stamp, **overhead(variant, "pauta-fifo", "drain c=10", results)})
     return 0
 
 
-def control_overhead(
-    metric: str, variant: str, results: dict[tuple[str, str], dict[str, Any]]
+def same_settings_twice(
+    target: Target, results: dict[tuple[str, str, str], dict[str, Any]]
 ) -> dict[str, Any]:
-    """Fair shares (pauta, the default) and a rate limit far above the drain (pauta-limited)
-    against the plain claim (pauta-fifo), measured in the same run: >= 90%."""
-    record: dict[str, Any] = {"target": f"{variant} {metric}", "field": "jobs_per_s"}
-    plain = results.get(("pauta-fifo", metric), {}).get("jobs_per_s")
-    measured = results.get((variant, metric), {}).get("jobs_per_s")
+    """Pauta's best profile over its defaults on one figure: while BEST is empty both run the
+    same settings, so this ratio's distance from 1 is the run's own noise."""
+    record: dict[str, Any] = {"noise": target.metric, "field": target.field}
+    if importlib.import_module(SYSTEMS["pauta"]).BEST:
+        return {**record, "verdict": "not measured: the profiles differ"}
+    first = results.get(("pauta", "defaults", target.metric), {}).get(target.field)
+    second = results.get(("pauta", "best", target.metric), {}).get(target.field)
+    if not first or not second:
+        return {**record, "verdict": "not measured"}
+    return {**record, "defaults": first, "best": second, "ratio": round(second / first, 2)}
+
+
+def tracing_cost(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
+    """Pauta's drain with tracing on (every attempt exported) over the same drain with it off."""
+    record: dict[str, Any] = {"target": "tracing on/off", "profile": "defaults"}
+    off = results.get(("pauta", "defaults", "drain c=10"), {}).get("jobs_per_s")
+    on = results.get(("pauta", "defaults", TRACED), {}).get("jobs_per_s")
+    if not off or not on:
+        return {**record, "verdict": "not measured"}
+    ratio = on / off
+    return {
+        **record,
+        "on": on,
+        "off": off,
+        "ratio": round(ratio, 2),
+        "goal": f">= {TRACING_GOAL}",
+        "met": ratio >= TRACING_GOAL,
+    }
+
+
+def overhead(
+    variant: str, base: str, metric: str, results: dict[tuple[str, str, str], dict[str, Any]]
+) -> dict[str, Any]:
+    """A Pauta variant's drain against another's, both at defaults, in the same run: the
+    supervisor against the bare runner; fair shares (pauta) and a rate limit far above the
+    drain (pauta-limited) against the plain claim (pauta-fifo). Goal: >= 0.9x."""
+    record: dict[str, Any] = {"target": f"{variant} / {base} {metric}", "field": "jobs_per_s"}
+    plain = results.get((base, "defaults", metric), {}).get("jobs_per_s")
+    measured = results.get((variant, "defaults", metric), {}).get("jobs_per_s")
     if not plain or not measured:
         return {**record, "verdict": "not measured"}
     ratio = measured / plain
     return {
         **record,
         variant: measured,
-        "pauta-fifo": plain,
+        base: plain,
         "ratio": round(ratio, 2),
-        "goal": ">= 0.9x the plain claim",
-        "met": ratio >= 0.9,
-    }
-
-
-def supervisor_overhead(
-    metric: str, results: dict[tuple[str, str], dict[str, Any]]
-) -> dict[str, Any]:
-    """The supervisor's drain against the bare runner's, measured in the same run: >= 90%."""
-    record: dict[str, Any] = {"target": f"supervisor {metric}", "field": "jobs_per_s"}
-    bare = results.get(("pauta", metric), {}).get("jobs_per_s")
-    supervised = results.get(("pauta-supervisor", metric), {}).get("jobs_per_s")
-    if not bare or not supervised:
-        return {**record, "verdict": "not measured"}
-    ratio = supervised / bare
-    return {
-        **record,
-        "pauta-supervisor": supervised,
-        "pauta": bare,
-        "ratio": round(ratio, 2),
-        "goal": ">= 0.9x the bare runner",
+        "goal": ">= 0.9x",
         "met": ratio >= 0.9,
     }
 
 
 def compare(
-    target: Target, results: dict[tuple[str, str], dict[str, Any]], peers: list[str]
+    target: Target,
+    profile: str,
+    results: dict[tuple[str, str, str], dict[str, Any]],
+    peers: list[str],
 ) -> dict[str, Any]:
-    ours = results.get(("pauta", target.metric), {}).get(target.field)
+    """Pauta in `profile` against the best of the peers in the same profile."""
+    ours = results.get(("pauta", profile, target.metric), {}).get(target.field)
     theirs = {
-        name: results[(name, target.metric)][target.field]
+        name: results[(name, profile, target.metric)][target.field]
         for name in peers
-        if (name, target.metric) in results
+        if (name, profile, target.metric) in results
     }
-    record: dict[str, Any] = {"target": target.metric, "field": target.field}
+    record: dict[str, Any] = {"target": target.metric, "profile": profile, "field": target.field}
     if ours is None or not theirs:
         return {**record, "verdict": "not measured"}
     pick = max if target.higher_is_better else min
     best_peer = pick(theirs, key=lambda name: theirs[name])
     ratio = ours / theirs[best_peer] if target.higher_is_better else theirs[best_peer] / ours
-    met = ratio >= target.ratio if target.higher_is_better else ours <= theirs[best_peer]
-    if target.absolute is not None:
-        met = met and ours < target.absolute
-    return {
+    compared = {
         **record,
         "pauta": ours,
         "best_peer": best_peer,
         "best_peer_value": theirs[best_peer],
         "ratio": round(ratio, 2),
-        "goal": f"{'>=' if target.higher_is_better else '<='} {target.ratio}x"
-        + (f" and < {target.absolute}" if target.absolute else ""),
-        "met": met,
     }
+    if profile != "best":  # issue 16's goals are set against tuned peers
+        return compared
+    met = ratio >= target.ratio
+    if target.absolute is not None:
+        met = met and ours < target.absolute
+    goal = f">= {target.ratio}x" + (f" and < {target.absolute}" if target.absolute else "")
+    return {**compared, "goal": goal, "met": met}
+
+
+def spread(path: str) -> int:
+    """Each ratio's values over the runs recorded in `path`, and their spread (max/min - 1)."""
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    with open(path) as lines:
+        for line in lines:
+            record = json.loads(line)
+            if "target" in record and "ratio" in record:
+                values[(record["target"], record.get("profile", "defaults"))].append(
+                    record["ratio"]
+                )
+    for (target, profile), ratios in values.items():
+        low, high = min(ratios), max(ratios)
+        emit({"target": target, "profile": profile, "ratios": ratios,
+              "spread_pct": round((high / low - 1) * 100, 1)})  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":

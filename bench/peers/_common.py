@@ -2,7 +2,14 @@
 
 Every adapter subclasses `PeerBase` and supplies the library-specific parts (schema, enqueue
 calls, what "completed" means in the database, the worker runner). `PeerBase` implements the
-measurement protocol once, so the three peers are measured identically:
+measurement protocol once, so every system is measured identically:
+
+* Each adapter names its ``PROFILES``: ``defaults`` (the library as its documentation sets it
+  up, with only the benchmark's concurrency given) and ``best`` (the knobs its own
+  documentation offers for throughput, said in the adapter's docstring). A runner is started
+  with ``--profile``; producers use the profile's client too.
+* ``concurrency`` is the number of jobs a runner handles at once (threads, tasks or permits);
+  how it fetches them (batch size, prefetch) is left as the library recommends.
 
 * ``enqueue_single``/``enqueue_bulk`` time only the enqueue calls (client already connected).
 * ``drain`` bulk-inserts the jobs untimed, starts one runner subprocess, and measures from the
@@ -31,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import ClassVar
 
 import psycopg
 
@@ -87,6 +95,7 @@ class RunnerArgs:
     dsn: str
     concurrency: int
     recorder: Recorder
+    profile: str
 
 
 def parse_runner_args(argv: Sequence[str] | None = None) -> RunnerArgs:
@@ -96,9 +105,11 @@ def parse_runner_args(argv: Sequence[str] | None = None) -> RunnerArgs:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--events", required=True)
     parser.add_argument("--record", choices=("first", "all"), required=True)
+    parser.add_argument("--profile", choices=("defaults", "best"), default="defaults")
     args = parser.parse_args(argv)
     start_parent_watchdog()
-    return RunnerArgs(args.dsn, args.concurrency, Recorder(args.events, args.record == "all"))
+    recorder = Recorder(args.events, args.record == "all")
+    return RunnerArgs(args.dsn, args.concurrency, recorder, args.profile)
 
 
 def start_parent_watchdog(interval: float = 1.0) -> None:
@@ -116,11 +127,21 @@ def start_parent_watchdog(interval: float = 1.0) -> None:
 class RunnerProcess:
     """One runner subprocess (``python -m <peer module>``), always stopped on exit."""
 
-    def __init__(self, module: str, dsn: str, concurrency: int, record_all: bool) -> None:
+    def __init__(
+        self,
+        module: str,
+        dsn: str,
+        concurrency: int,
+        record_all: bool,
+        profile: str,
+        environment: dict[str, str],
+    ) -> None:
         self._module = module
         self._dsn = dsn
         self._concurrency = concurrency
         self._record_all = record_all
+        self._profile = profile
+        self._environment = environment
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-peer-")
         self._events = Path(self._tmp.name) / "events"
         self._log = Path(self._tmp.name) / "runner.log"
@@ -148,7 +169,7 @@ class RunnerProcess:
     def _start(self) -> None:
         self._events.touch()
         root = _import_root(self._module)
-        env = dict(os.environ)
+        env = {**os.environ, **self._environment}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         command = [
             sys.executable,
@@ -162,6 +183,8 @@ class RunnerProcess:
             str(self._events),
             "--record",
             "all" if self._record_all else "first",
+            "--profile",
+            self._profile,
         ]
         with self._log.open("wb") as log:
             self._proc = subprocess.Popen(
@@ -233,9 +256,24 @@ class PeerBase(ABC):
 
     name: str
     version: str
+    PROFILES: ClassVar[dict[str, str]]  # "defaults" and "best": the knobs each sets, in a sentence
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, profile: str = "defaults") -> None:
+        if profile not in self.PROFILES:
+            raise ValueError(f"{self.name} has no profile {profile!r}")
         self.dsn = dsn
+        self.profile = profile
+        self.runner_environment: dict[str, str] = {}  # extra variables for runner processes
+
+    def runner(self, concurrency: int, record_all: bool) -> RunnerProcess:
+        return RunnerProcess(
+            type(self).__module__,
+            self.dsn,
+            concurrency,
+            record_all,
+            self.profile,
+            self.runner_environment,
+        )
 
     @abstractmethod
     def setup(self) -> None:
@@ -274,7 +312,7 @@ class PeerBase(ABC):
             # reset's TRUNCATE the tables look empty, and a plan chosen for an empty table
             # can turn every dequeue into a scan of the whole backlog.
             conn.execute("ANALYZE")
-            with RunnerProcess(type(self).__module__, self.dsn, concurrency, False) as runner:
+            with self.runner(concurrency, False) as runner:
                 end = self._wait_drained(conn, n, runner)
                 first = runner.first_start()
             completed = self._count_completed(conn)
@@ -291,8 +329,10 @@ class PeerBase(ABC):
             time.sleep(POLL_INTERVAL)
         return time.time()
 
-    def pickup_latency(self, n: int = 500, interval: float = 0.010) -> dict[str, float]:
-        with RunnerProcess(type(self).__module__, self.dsn, 1, True) as runner:
+    def pickup_latency(
+        self, n: int = 500, interval: float = 0.010, concurrency: int = 1
+    ) -> dict[str, float]:
+        with self.runner(concurrency, True) as runner:
             self._enqueue_each([WARMUP_SEQ], 0.0)
             runner.wait_for({WARMUP_SEQ}, RUNNER_READY_TIMEOUT)
             time.sleep(SETTLE_SECONDS)

@@ -1,25 +1,26 @@
 """PGQueuer adapter (https://github.com/janbjorge/pgqueuer).
 
-Settings and why:
+Profiles (``PROFILES``):
 
-* Driver: asyncpg (``AsyncpgDriver`` over one direct connection) on both sides, the driver
-  PGQueuer's README and benchmark tool use; its performance guide asks for a direct
-  connection, not a pool, for the worker so LISTEN/NOTIFY stays on one session. Both sides
-  run on uvloop, as ``pgq run`` does.
-* Schema: ``Queries.install()`` then ``Queries.optimize_autovacuum()`` (``pgq autovac``, the
-  first item of the guide's checklist). Durability stays at the default ``durable`` (logged
-  tables), like the other peers.
+* ``defaults``: what PGQueuer's README and ``pgq run`` set up. Schema by ``Queries.install()``
+  (``pgq install``); driver asyncpg (``AsyncpgDriver`` over one direct connection, the driver of
+  the README's examples) on both sides; the event loop is uvloop, which ``pgq run`` uses
+  whenever it is installed and which PGQueuer depends on; ``batch_size`` 10, its default.
+* ``best``: the same plus ``Queries.optimize_autovacuum()`` (``pgq autovac``, the first item of
+  its performance checklist). The rest of that checklist is already in the defaults above
+  (asyncpg, uvloop, a direct connection so LISTEN/NOTIFY stays on one session, ``batch_size``
+  10 for short jobs). Durability stays ``durable`` (logged tables) in both: the ``balanced``
+  and ``volatile`` modes put jobs in unlogged tables, a guarantee the other systems keep.
+
+Both profiles:
+
 * Worker: a ``QueueManager`` (no ``SchedulerManager``: there are no cron jobs to poll for)
   started through ``pgqueuer.run``, the programmatic twin of ``pgq run``; pickup is driven by
   its LISTEN/NOTIFY listener.
-* Concurrency: the benchmark's ``concurrency`` becomes ``batch_size``, the number of jobs one
-  dequeue round trip claims (default 10), the knob the guide tunes for short jobs. For instant
-  handlers it is also how many jobs a worker holds at once. ``max_concurrent_tasks`` stays
-  unset (PGQueuer's default, unlimited): it must be at least 2 x ``batch_size`` (a cap of 1
-  is impossible, a cap of 10 forces ``batch_size`` 5) and its budget check cost up to ~45 %
-  of the drain rate in (noisy) trials here. The per-entrypoint ``concurrency_limit`` is not
-  used either: at 1 it serialises dispatch behind the ~0.1 s flush of the completion log
-  buffer (about 30 jobs/s in a trial).
+* Concurrency: the benchmark's ``concurrency`` (jobs handled at once) is ``batch_size``, the
+  number of jobs one dequeue claims and the worker then holds; at 10, PGQueuer's default.
+  ``max_concurrent_tasks`` stays unset (its default, unlimited): it must be at least
+  2 x ``batch_size``, so it cannot express 10 at once with the default batch.
 * Enqueue: ``Queries.enqueue(entrypoint, payload)`` per job (one INSERT, autocommit, so one
   transaction per job); bulk is the list form of the same call (one multi-row INSERT).
 * Completed: a finished job's row is deleted from ``pgqueuer`` and logged in ``pgqueuer_log``
@@ -36,6 +37,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import ClassVar
 
 import asyncpg
 import psycopg
@@ -63,6 +65,10 @@ def _payload(seq: int) -> bytes:
 class Peer(PeerBase):
     name = "pgqueuer"
     version = version("pgqueuer")
+    PROFILES: ClassVar[dict[str, str]] = {
+        "defaults": "pgq install; asyncpg, uvloop, batch_size 10",
+        "best": "pgq install + pgq autovac; asyncpg, uvloop, batch_size 10",
+    }
 
     def setup(self) -> None:
         uvloop.run(self._setup())
@@ -70,7 +76,8 @@ class Peer(PeerBase):
     async def _setup(self) -> None:
         async with _queries(self.dsn) as queries:
             await queries.install()
-            await queries.optimize_autovacuum()
+            if self.profile == "best":
+                await queries.optimize_autovacuum()
 
     def reset(self) -> None:
         uvloop.run(self._reset())

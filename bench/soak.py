@@ -1,0 +1,483 @@
+"""A month of churn, compressed: N jobs through one PostgreSQL server in one run (issue 13).
+
+    python -m bench.soak [--jobs 5000000] [--sample-seconds 30] [--autovacuum off]
+                         [--out docs/benchmarks/DATE-soak-N.jsonl]   (`make soak`)
+
+On a cluster of its own (devtools.cluster: fsync, synchronous commit and autovacuum on, as in
+production; ``--autovacuum off`` turns it off to show the leader's VACUUM fallback holding the
+rate), it runs one Pauta runner process (what ``worker.py --single`` runs, leader duties
+included) and a producer that keeps the backlog near ``--backlog`` jobs, so the jobs go
+through at the engine's sustained rate. The mix, by job number: 90% no-op, 5% failing once
+and succeeding on the retry, 1% dead at their first failure, 4% scheduled 1 to 10 s ahead.
+Retention runs as in production, with a day compressed to ``--day-seconds`` (60: succeeded
+jobs are kept a minute, dead ones 14, statistics 30) and the leader pruning every
+``--prune-seconds``.
+
+Every ``--sample-seconds`` one JSON line: the drain rate (jobs finished per second since the
+last sample: enqueued minus those still available or running), the claim's p50/p99 timed in
+the runner around the real claim statement (and its mean on the server from
+pg_stat_statements), the size of every table, partition and index of the engine
+(``pg_relation_size``; ``jobs`` is read through ``pg_partition_tree`` so the figures hold
+whether or not it is partitioned), the live table (the relation holding available jobs) and
+its indexes, dead tuples and vacuum/autovacuum counts (``pg_stat_user_tables``), and
+``pgstattuple_approx`` of the live table. At the end: the target check (last tenth within 10%
+of the first tenth on drain rate and claim p99; live table and indexes under ``--bound-mb``)
+and a plot of the series (PNG beside the JSON lines).
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.soak_tasks import DEAD, NOOP, RETRIED
+from devtools.cluster import Cluster
+from jobqueue import JobRequest, enqueue_many
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 1000
+# How often the producer counts the backlog while it is full: each count reads the backlog's
+# index entries, so polling every 50 ms (as the first 300,000-job run did) cost the server a
+# visible share of its CPU.
+PRODUCER_POLL_SECONDS = 0.5
+DAY = 86_400.0
+
+SERVER = {
+    "shared_preload_libraries": "'pg_stat_statements'",
+    "pg_stat_statements.track": "top",
+    "track_counts": "on",
+}
+
+BACKLOG_SQL = "SELECT count(*) FROM jobs WHERE state IN ('available', 'running')"
+LIVE_RELATION_SQL = "SELECT tableoid::regclass::text FROM jobs WHERE state = 'available' LIMIT 1"
+# Every table, partition and index in the engine's schema, with its size.
+SIZES_SQL = """
+SELECT c.relname, c.relkind, pg_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'i', 'I', 't', 'm')
+ORDER BY c.relname
+"""
+# jobs and, if it is partitioned, all its partitions (pg_partition_tree lists a plain table
+# only when it is part of a partition tree): heap and indexes.
+JOBS_TREE_SQL = """
+SELECT coalesce(sum(pg_relation_size(c.oid)), 0), coalesce(sum(pg_indexes_size(c.oid)), 0),
+       count(*)
+FROM pg_class c
+WHERE c.relkind = 'r'
+  AND c.oid IN (SELECT relid FROM pg_partition_tree('jobs') UNION SELECT 'jobs'::regclass)
+"""
+TABLE_STATS_SQL = """
+SELECT relname, n_live_tup, n_dead_tup, vacuum_count, autovacuum_count, autoanalyze_count
+FROM pg_stat_user_tables WHERE schemaname = 'public'
+"""
+CLAIM_STATEMENT_SQL = """
+SELECT coalesce(sum(calls), 0), coalesce(sum(total_exec_time), 0)
+FROM pg_stat_statements
+WHERE query ILIKE '%skip locked%' AND query ILIKE '%update jobs%'
+"""
+
+
+def request(seq: int) -> JobRequest:
+    """The mix, by job number: 90% no-op, 5% retried once, 1% dead, 4% scheduled ahead."""
+    kind = seq % 100
+    if kind < 90:
+        return JobRequest(NOOP, {"seq": seq})
+    if kind < 95:
+        return JobRequest(RETRIED, {"seq": seq})
+    if kind < 96:
+        return JobRequest(DEAD, {"seq": seq})
+    return JobRequest(NOOP, {"seq": seq}, delay=1.0 + seq % 10)
+
+
+class Producer(threading.Thread):
+    """Enqueues `total` jobs in calls of BATCH, whenever fewer than `backlog` wait or run."""
+
+    def __init__(self, url: str, total: int, backlog: int) -> None:
+        super().__init__(name="soak-producer", daemon=True)
+        self.url = url
+        self.total = total
+        self.backlog = backlog
+        self.enqueued = 0
+        self.lock = threading.Lock()  # held while a batch is enqueued and counted
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                while self.enqueued < self.total:
+                    row = conn.execute(BACKLOG_SQL).fetchone()
+                    if row and row[0] >= self.backlog:
+                        time.sleep(PRODUCER_POLL_SECONDS)
+                        continue
+                    last = min(self.enqueued + BATCH, self.total)
+                    requests = [request(seq) for seq in range(self.enqueued, last)]
+                    with self.lock:
+                        enqueue_many(conn, requests)
+                        self.enqueued = last
+        except BaseException as error:  # reported by the sampler, which stops the run
+            self.error = error
+
+
+class Sampler:
+    """One record per interval, read from the server and the runner's claim timings."""
+
+    def __init__(self, url: str, claims: Path, producer: Producer) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.claims = claims
+        self.producer = producer
+        self.started = time.monotonic()
+        self.last_time = self.started
+        self.last_finished = 0
+        self.claims_read = 0  # bytes of the claims file already read
+        self.last_statement = (0.0, 0.0)
+        self.live_relation = "jobs"
+        self.pgstattuple = self._extension("pgstattuple")
+        self.statements = self._extension("pg_stat_statements")
+
+    def _extension(self, name: str) -> bool:
+        try:
+            self.conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+        except psycopg.Error as error:
+            print(f"soak: no {name} ({error}); its figures are left out", file=sys.stderr)
+            return False
+        return True
+
+    def _claim_timings(self) -> list[float]:
+        """Claim durations (ms) the runner wrote since the last sample."""
+        with self.claims.open("rb") as timings:
+            timings.seek(self.claims_read)
+            chunk = timings.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # leave a line still being written
+        self.claims_read += len(complete)
+        return [float(value) for value in complete.split()]
+
+    def sample(self) -> dict[str, Any]:
+        now = time.monotonic()
+        with self.producer.lock:  # no batch half counted: finished = enqueued - waiting
+            row = self.conn.execute(BACKLOG_SQL).fetchone()
+            enqueued = self.producer.enqueued
+        backlog = int(row[0]) if row else 0
+        finished = enqueued - backlog
+        elapsed = now - self.last_time
+        rate = (finished - self.last_finished) / elapsed if elapsed > 0 else 0.0
+        self.last_time, self.last_finished = now, finished
+        record: dict[str, Any] = {
+            "t": round(now - self.started, 1),
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "enqueued": enqueued,
+            "backlog": backlog,
+            "finished": finished,
+            "drain_per_s": round(rate, 1),
+        }
+        timings = self._claim_timings()
+        if len(timings) >= 2:
+            cuts = statistics.quantiles(timings, n=100, method="inclusive")
+            record.update(
+                claims=len(timings),
+                claim_p50_ms=round(cuts[49], 3),
+                claim_p99_ms=round(cuts[98], 3),
+            )
+        if self.statements:
+            calls, total = self.conn.execute(CLAIM_STATEMENT_SQL).fetchone() or (0, 0.0)
+            delta_calls = float(calls) - self.last_statement[0]
+            if delta_calls > 0:
+                mean = (float(total) - self.last_statement[1]) / delta_calls
+                record["claim_server_mean_ms"] = round(mean, 3)
+            self.last_statement = (float(calls), float(total))
+        found = self.conn.execute(LIVE_RELATION_SQL).fetchone()
+        if found:
+            self.live_relation = found[0]
+        sizes = {name: (kind, size) for name, kind, size in self.conn.execute(SIZES_SQL)}
+        record["sizes"] = {name: size for name, (_, size) in sizes.items()}
+        heap, indexes, leaves = self.conn.execute(JOBS_TREE_SQL).fetchone() or (0, 0, 0)
+        record.update(
+            jobs_heap_bytes=int(heap), jobs_indexes_bytes=int(indexes), jobs_partitions=int(leaves)
+        )
+        live = self.conn.execute(
+            "SELECT pg_relation_size(%(r)s::regclass), pg_indexes_size(%(r)s::regclass)",
+            {"r": self.live_relation},
+        ).fetchone() or (0, 0)
+        record.update(
+            live_relation=self.live_relation,
+            live_heap_bytes=int(live[0]),
+            live_indexes_bytes=int(live[1]),
+        )
+        record["tables"] = {
+            name: {
+                "live": live_rows,
+                "dead": dead,
+                "vacuums": vacuums,
+                "autovacuums": autovacuums,
+                "autoanalyzes": analyzes,
+            }
+            for name, live_rows, dead, vacuums, autovacuums, analyzes in self.conn.execute(
+                TABLE_STATS_SQL
+            )
+        }
+        if self.pgstattuple:
+            approx = self.conn.execute(
+                "SELECT dead_tuple_percent, approx_free_percent FROM pgstattuple_approx(%s)",
+                (self.live_relation,),
+            ).fetchone()
+            if approx:
+                record.update(
+                    live_dead_tuple_pct=round(float(approx[0]), 2),
+                    live_free_pct=round(float(approx[1]), 2),
+                )
+        return record
+
+
+def migrate(url: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "db", "upgrade"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "SECRET_KEY": "soak"},
+        check=True,
+        capture_output=True,
+    )
+
+
+def run_runner(argv: Sequence[str]) -> None:
+    """The runner process: Pauta's Runner on queue `default` with retention compressed, its
+    claims timed (milliseconds, one line each, appended to the claims file); stopped by
+    SIGTERM."""
+    from jobqueue.runner import Runner
+    from jobqueue.settings import WorkerSettings
+    from jobqueue.store import JobStore
+
+    url, threads, claims, day, prune = argv
+    out = open(claims, "a", buffering=1)
+    claim = JobStore.claim
+
+    def timed_claim(store: JobStore, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return claim(store, *args, **kwargs)
+        finally:
+            out.write(f"{(time.perf_counter() - started) * 1000.0:.3f}\n")
+
+    JobStore.claim = timed_claim  # type: ignore[method-assign]
+    day_seconds = float(day)
+    settings = WorkerSettings(
+        database_url=url,
+        queues={"default": int(threads)},
+        keep_succeeded_seconds=day_seconds,
+        keep_dead_seconds=14 * day_seconds,
+        keep_stats_seconds=30 * day_seconds,
+        prune_seconds=float(prune),
+    )
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    runner = Runner(settings)
+    runner.start()
+    signal.sigwait({signal.SIGTERM})
+    runner.stop()
+
+
+def tenth_means(samples: list[dict[str, Any]], field: str) -> tuple[float, float] | None:
+    values = [sample[field] for sample in samples if field in sample]
+    if len(values) < 10:
+        return None
+    tenth = len(values) // 10
+    return statistics.fmean(values[:tenth]), statistics.fmean(values[-tenth:])
+
+
+def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
+    """The targets: the last tenth within 10% of the first on drain rate and claim p99, over
+    the steady part of the run (from the second interval in which jobs finished, so the
+    runner's start is left out, to the last sample taken while the producer still ran, so the
+    final drain-down is too), and the live table with its indexes under `bound_mb` throughout."""
+    started = next((i for i, sample in enumerate(samples) if sample["finished"] > 0), None)
+    steady = [] if started is None else [s for s in samples[started + 1 :] if s["producing"]]
+    result: dict[str, Any] = {"summary": True, "samples": len(samples), "steady": len(steady)}
+    for field, higher_is_better in (("drain_per_s", True), ("claim_p99_ms", False)):
+        means = tenth_means(steady, field)
+        if means is None or not means[0]:
+            result[field] = "too few samples (10 needed)"
+            continue
+        first, last = means
+        change = (last - first) / first
+        held = change >= -0.10 if higher_is_better else change <= 0.10
+        result[field] = {
+            "first_tenth": round(first, 2),
+            "last_tenth": round(last, 2),
+            "change_pct": round(change * 100, 1),
+            "met": held,
+        }
+    peak = max((s["live_heap_bytes"] + s["live_indexes_bytes"] for s in samples), default=0)
+    result["live_peak_mb"] = round(peak / 2**20, 1)
+    result["bound_mb"] = bound_mb
+    result["live_under_bound"] = peak <= bound_mb * 2**20
+    return result
+
+
+def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = [sample["t"] / 60 for sample in samples]
+    figure, axes = plt.subplots(4, 1, figsize=(10, 13), sharex=True)
+    axes[0].plot(minutes, [s["drain_per_s"] for s in samples], label="drain, jobs/s")
+    axes[0].set_ylabel("jobs/s")
+    axes[1].plot(minutes, [s.get("claim_p50_ms") for s in samples], label="claim p50")
+    axes[1].plot(minutes, [s.get("claim_p99_ms") for s in samples], label="claim p99")
+    axes[1].plot(
+        minutes, [s.get("claim_server_mean_ms") for s in samples], label="claim mean on the server"
+    )
+    axes[1].set_ylabel("ms")
+    megabytes = 2**20
+    axes[2].plot(minutes, [s["jobs_heap_bytes"] / megabytes for s in samples], label="jobs heap")
+    axes[2].plot(
+        minutes, [s["jobs_indexes_bytes"] / megabytes for s in samples], label="jobs indexes"
+    )
+    axes[2].plot(
+        minutes,
+        [(s["live_heap_bytes"] + s["live_indexes_bytes"]) / megabytes for s in samples],
+        label="live table + indexes",
+    )
+    attempts = [s["sizes"].get("job_attempts", 0) / megabytes for s in samples]
+    axes[2].plot(minutes, attempts, label="job_attempts heap")
+    axes[2].set_ylabel("MB")
+    for table in ("jobs", "job_attempts"):
+        axes[3].plot(
+            minutes,
+            [s["tables"].get(table, {}).get("dead", 0) for s in samples],
+            label=f"dead tuples, {table}",
+        )
+    vacuums = [sum(t["autovacuums"] + t["vacuums"] for t in s["tables"].values()) for s in samples]
+    twin = axes[3].twinx()
+    twin.step(minutes, vacuums, color="grey", where="post", label="vacuum runs (all tables)")
+    twin.set_ylabel("vacuum runs")
+    twin.legend(loc="upper right")
+    axes[3].set_ylabel("dead tuples")
+    axes[3].set_xlabel("minutes")
+    for axis in axes[:3]:
+        axis.legend(loc="upper left")
+    axes[3].legend(loc="upper left")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--runner"]:
+        run_runner(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--jobs", type=int, default=5_000_000)
+    parser.add_argument("--sample-seconds", type=float, default=30.0)
+    parser.add_argument("--autovacuum", choices=("on", "off"), default="on")
+    parser.add_argument("--threads", type=int, default=10, help="the runner's threads")
+    parser.add_argument("--backlog", type=int, default=20_000, help="jobs kept waiting")
+    parser.add_argument("--day-seconds", type=float, default=60.0, help="a day, compressed")
+    parser.add_argument("--prune-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--bound-mb",
+        type=float,
+        default=256.0,
+        help="the live table and its indexes must stay under this",
+    )
+    parser.add_argument("--out", type=Path, help="JSON lines (default: docs/benchmarks/...)")
+    args = parser.parse_args(argv)
+    label = f"{datetime.now(UTC):%Y-%m-%d}-soak-{args.jobs}-autovacuum-{args.autovacuum}"
+    out = args.out or ROOT / "docs" / "benchmarks" / f"{label}.jsonl"
+    with Cluster({**SERVER, "autovacuum": args.autovacuum}) as cluster:
+        url = cluster.create_database("soak")
+        migrate(url)
+        claims = cluster.folder / "claims"
+        claims.touch()
+        log = (cluster.folder / "runner.log").open("wb")
+        runner = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.soak",
+                "--runner",
+                url,
+                str(args.threads),
+                str(claims),
+                str(args.day_seconds),
+                str(args.prune_seconds),
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        producer = Producer(url, args.jobs, args.backlog)
+        sampler = Sampler(url, claims, producer)
+        samples: list[dict[str, Any]] = []
+        header = {
+            "soak": label,
+            "jobs": args.jobs,
+            "autovacuum": args.autovacuum,
+            "threads": args.threads,
+            "backlog": args.backlog,
+            "day_seconds": args.day_seconds,
+            "prune_seconds": args.prune_seconds,
+            "sample_seconds": args.sample_seconds,
+            "server": SERVER,
+        }
+        try:
+            producer.start()
+            with out.open("w") as lines:
+                lines.write(json.dumps(header) + "\n")
+                while True:
+                    time.sleep(args.sample_seconds)
+                    producing = producer.is_alive()
+                    if producer.error is not None:
+                        raise RuntimeError("the producer failed") from producer.error
+                    if runner.poll() is not None:
+                        raise RuntimeError(f"the runner exited ({runner.returncode}); see log")
+                    record = {**sampler.sample(), "producing": producing}
+                    samples.append(record)
+                    lines.write(json.dumps(record) + "\n")
+                    lines.flush()
+                    print(
+                        json.dumps(
+                            {
+                                key: record.get(key)
+                                for key in (
+                                    "t",
+                                    "finished",
+                                    "backlog",
+                                    "drain_per_s",
+                                    "claim_p50_ms",
+                                    "claim_p99_ms",
+                                    "live_heap_bytes",
+                                    "live_indexes_bytes",
+                                )
+                            }
+                        ),
+                        flush=True,
+                    )
+                    if not producing and record["backlog"] == 0:
+                        break
+                summary = verdict(samples, args.bound_mb)
+                lines.write(json.dumps(summary) + "\n")
+        finally:
+            runner.terminate()
+            runner.wait(30)
+            sampler.conn.close()
+    print(json.dumps(summary), flush=True)
+    plot(samples, out.with_suffix(".png"), f"{label}: {args.jobs:,} jobs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
