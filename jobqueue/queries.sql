@@ -1147,7 +1147,7 @@ SELECT groups.*, newest.task, job_error_pattern(newest.last_error) AS pattern,
        split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
        left(newest.last_error, 500) AS example
 FROM groups
-JOIN jobs AS newest ON newest.id = groups.newest_id
+JOIN jobs AS newest ON newest.id = groups.newest_id AND newest.state = 'dead'
 ORDER BY groups.jobs DESC, groups.last_seen DESC
 
 -- name: console_failure_group
@@ -1165,7 +1165,7 @@ SELECT %(fingerprint)s::text AS fingerprint, counted.*, newest.task,
        split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
        left(newest.last_error, 500) AS example
 FROM counted
-JOIN jobs AS newest ON newest.id = counted.newest_id
+JOIN jobs AS newest ON newest.id = counted.newest_id AND newest.state = 'dead'
 
 -- name: console_failure_group_jobs
 -- The dead jobs of one fingerprint, newest first (keyset on id, along jobs_dead_fingerprint_idx);
