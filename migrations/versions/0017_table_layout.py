@@ -185,9 +185,14 @@ BEGIN
             BEGIN
                 IF parent = 'job_attempts' THEN
                     EXECUTE format('ALTER TABLE job_attempts DETACH PARTITION %I', part_name);
+                    -- the jobs that can outlive it: live, dead, or finished since (their
+                    -- ids no newer than its newest attempt's job); one pass over the partition
                     EXECUTE format('INSERT INTO job_attempts SELECT a.* FROM %I AS a'
-                                   ' WHERE EXISTS (SELECT FROM jobs WHERE jobs.id = a.job_id)',
-                                   part_name);
+                                   ' WHERE a.job_id IN (SELECT id FROM jobs_live'
+                                   ' UNION ALL SELECT id FROM jobs_dead'
+                                   ' UNION ALL SELECT id FROM jobs_done'
+                                   ' WHERE id <= (SELECT max(job_id) FROM %I))',
+                                   part_name, part_name);
                 END IF;
                 EXECUTE format('DROP TABLE %I', part_name);
                 action := 'dropped'; partition := part_name; RETURN NEXT;
