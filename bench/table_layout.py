@@ -22,6 +22,7 @@ The database is created (the name given, dropped first) and migrated to the chec
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -110,8 +111,6 @@ def main() -> None:
     parser.add_argument("--prune", type=int, default=100000)
     parser.add_argument("--out", default=None)
     arguments = parser.parse_args()
-    import os
-
     server = arguments.database_url or os.environ["DATABASE_URL"]
     url = migrated(server, arguments.database or "bench_table_layout")
     lines: list[dict[str, Any]] = []
@@ -128,11 +127,13 @@ def main() -> None:
             print(json.dumps(line), flush=True)
 
         conn.execute("VACUUM ANALYZE")
-        emit("finish", history=0, jobs=arguments.jobs, jobs_per_second=round(drain(conn, arguments.jobs), 1))  # fmt: skip
+        rate = drain(conn, arguments.jobs)
+        emit("finish", history=0, jobs=arguments.jobs, jobs_per_second=round(rate, 1))
         history(conn, arguments.history, 2)
         conn.execute("VACUUM ANALYZE")
         rate = drain(conn, arguments.jobs)
-        emit("finish", history=arguments.history, jobs=arguments.jobs, jobs_per_second=round(rate, 1))  # fmt: skip
+        emit("finish", history=arguments.history, jobs=arguments.jobs,
+             jobs_per_second=round(rate, 1))  # fmt: skip
 
         before = table_figures(conn, hot)
         started = time.perf_counter()
