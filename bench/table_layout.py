@@ -2,14 +2,15 @@
 checkout it runs from has: the partitioned one (jobs_live, jobs_dead, jobs_done partitions) or
 0014's single jobs table. Run it once from each checkout, each on a database of its own:
 
-    DATABASE_URL=postgresql://... python bench/table_layout.py [--jobs 20000] [--history 300000]
-        [--prune 100000] [--out docs/benchmarks/2026-12-01-table-layout.jsonl]
+    DATABASE_URL=postgresql://... python -m bench.table_layout [--jobs 20000] [--history 300000]
+        [--prune 100000] [--database NAME] [--out docs/benchmarks/2026-12-01-table-layout.jsonl]
 
-(from /work/main for 0014: `cd /work/main && .venv/bin/python /path/to/bench/table_layout.py`,
-so that `jobqueue` and the migrations are main's). Each line written is one figure:
+(for a checkout at 0014, copy the file out of bench/ and run it there with PYTHONPATH set to
+that checkout, so that `jobqueue` and the migrations are its own). Each line written is one figure:
 
 - ``finish``: claim-and-finish throughput of one connection (batches of 100 no-op jobs
-  claimed, then finished succeeded, as a runner's claimer and completer do), with an empty
+  claimed, then finished succeeded, as a runner's claimer and completer do; ANALYZE after the
+  enqueue, as autovacuum would have run it), with an empty
   history and again beside ``--history`` finished jobs;
 - ``churn``: after those drains, the claim's table (jobs, or jobs_live) and its indexes:
   size, dead tuples, then the time of a VACUUM and the size and dead tuples after it;
@@ -62,6 +63,9 @@ def drain(conn: psycopg.Connection[Any], jobs: int) -> float:
     for start in range(0, jobs, 5000):
         with conn.transaction():
             enqueue_many(conn, [JobRequest("noop")] * min(5000, jobs - start))
+    # as autovacuum would have by now (the server here runs with it off): statistics that know
+    # the claim's table holds the jobs just enqueued
+    conn.execute("ANALYZE jobs")
     store = JobStore(conn)
     done = 0
     started = time.perf_counter()

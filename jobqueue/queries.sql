@@ -145,7 +145,7 @@ SET state = 'running',
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM picked
-WHERE jobs.id = picked.id AND jobs.state = 'available'  -- the state: jobs_live alone is read
+WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
@@ -227,7 +227,7 @@ SET state = 'running',
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM picked
-WHERE jobs.id = picked.id AND jobs.state = 'available'  -- the state: jobs_live alone is read
+WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
@@ -239,6 +239,12 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 -- fence names no state: the CHECK jobs_running_has_lease_check makes locked_by imply 'running'.
 -- Every result comes back with how it ended: 'written' now, 'written_before' (this worker's
 -- earlier try committed, its reply was lost) or 'lost' (the lease was taken over).
+-- The lock and the update name the states of jobs_live, exactly its partition's list: the
+-- planner reads that partition alone, by its id index. (`state = 'running'` would also prune,
+-- but it matches jobs_lease_idx's predicate, and with stale statistics the planner was seen to
+-- look ids up in that index, or in jobs_claim_tenant_idx for the claim's `state = 'available'`,
+-- by reading it whole: 4 ms a row.) Likewise in the claim, job_release, job_extend_leases and
+-- job_rescue_expired.
 WITH result AS (
     SELECT *
     FROM unnest(
@@ -249,7 +255,7 @@ WITH result AS (
 ), locked AS MATERIALIZED (
     SELECT id, available_at AS visible_at
     FROM jobs
-    WHERE id = ANY (%(ids)s::bigint[]) AND state = 'running'
+    WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
     ORDER BY id
     FOR UPDATE
 ), finished AS (
@@ -279,7 +285,7 @@ WITH result AS (
         lease_expires_at = NULL
     FROM result, locked
     WHERE jobs.id = locked.id
-      AND jobs.state = 'running'
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = result.id
       AND jobs.attempt = result.attempt
       AND jobs.locked_by = %(worker)s
@@ -337,7 +343,7 @@ WITH handed_back AS (
                 %(durations)s::float8[])
         AS handed_back (id, attempt, started, duration)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state = 'running'
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
     ORDER BY id FOR UPDATE
 ), released AS (
     UPDATE jobs
@@ -354,7 +360,7 @@ WITH handed_back AS (
         lease_expires_at = NULL
     FROM handed_back, locked
     WHERE jobs.id = locked.id
-      AND jobs.state = 'running'
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = handed_back.id
       AND jobs.attempt = handed_back.attempt
       AND jobs.locked_by = %(worker)s
@@ -389,14 +395,14 @@ FROM released
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state = 'running'
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
     ORDER BY id FOR UPDATE
 ), extended AS (
     UPDATE jobs
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
     FROM held, locked
     WHERE jobs.id = locked.id
-      AND jobs.state = 'running'
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = held.id
       AND jobs.attempt = held.attempt
       AND jobs.locked_by = %(worker)s
@@ -442,7 +448,7 @@ WITH expired AS MATERIALIZED (
         locked_by = NULL,
         lease_expires_at = NULL
     FROM expired
-    WHERE jobs.id = expired.id AND jobs.state = 'running'
+    WHERE jobs.id = expired.id AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.queue, jobs.tenant_id, jobs.state, jobs.last_error, expired.attempt,
               expired.locked_by, expired.started_at, expired.lease_expires_at
 ), history AS (
