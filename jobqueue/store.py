@@ -410,8 +410,22 @@ class JobStore:
     def cancel(self, job_id: int) -> str | None:
         """Cancel a waiting job at once ('cancelled'), or ask a running one to stop ('running':
         its worker learns of it at its next heartbeat, the task through
-        ``ctx.cancel_requested``); None when the job is neither (nothing changes)."""
-        row = self._execute("job_cancel", {"id": job_id}).fetchone()
+        ``ctx.cancel_requested``); None when the job is neither (nothing changes).
+
+        A cancel that waited for the row while the job's finish moved it to another partition
+        fails with 40001 (PostgreSQL does not follow a row across partitions); it is run again
+        from a savepoint (its own transaction on an autocommit connection), which finds the job
+        where it went: the caller's transaction goes on."""
+        for _ in range(2):
+            try:
+                return self._cancel_once(job_id)
+            except psycopg.errors.SerializationFailure:
+                continue
+        return self._cancel_once(job_id)
+
+    def _cancel_once(self, job_id: int) -> str | None:
+        with self.connection.transaction():
+            row = self._execute("job_cancel", {"id": job_id}).fetchone()
         return None if row is None else str(row[1])
 
     def run_now(self, job_id: int) -> bool:

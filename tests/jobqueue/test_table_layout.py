@@ -1,6 +1,7 @@
 """The table layout (migration 0017_table_layout): live work alone in jobs_live, finished jobs in
 partitions that retention drops whole, the dedup keys that outlive a job, requeue back to live."""
 
+import threading
 from typing import Any
 
 import psycopg
@@ -9,6 +10,7 @@ import pytest
 from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
 from jobqueue.store import AttemptResult, ClaimedJob, Term
 from tests.support.db import scalar
+from tests.support.processes import wait_until
 
 Conn = psycopg.Connection[Any]
 HOUR = 3600.0
@@ -184,3 +186,33 @@ def test_a_requeued_dead_job_moves_back_to_jobs_live_and_runs(conn: Conn) -> Non
     attempts = "SELECT outcome FROM job_attempts WHERE job_id = %s ORDER BY attempt"
     outcomes = [row[0] for row in conn.execute(attempts, (job_id,))]
     assert outcomes == ["failed", "succeeded"]
+
+
+def test_a_cancel_racing_the_finish_that_moves_the_row_is_answered_not_failed(
+    conn: Conn, database_url: str
+) -> None:
+    """The cancel waits for the row while the finish moves it to jobs_done: PostgreSQL answers
+    the cancel with 40001; it runs again and finds the job finished.
+    kills: a cancel that fails with SerializationFailure"""
+    job_id = enqueue(conn, "noop")
+    (job,) = JobStore(conn).claim("default", 1, "w1", 30)
+    answers: list[object] = []
+    with psycopg.connect(database_url) as finisher:
+        JobStore(finisher).finish([result(job, "succeeded")], "w1")  # moved, not committed
+
+        def cancel() -> None:
+            with psycopg.connect(database_url, autocommit=True) as canceller:
+                try:
+                    answers.append(JobStore(canceller).cancel(job_id))
+                except psycopg.Error as error:
+                    answers.append(error)
+
+        thread = threading.Thread(target=cancel)
+        thread.start()
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                   " AND query LIKE '%%UPDATE jobs%%'")  # fmt: skip
+        wait_until(lambda: scalar(conn, waiting) == 1)
+        finisher.commit()
+        thread.join(10)
+    assert answers == [None]  # finished meanwhile: nothing to cancel
+    assert home(conn, job_id).startswith("jobs_done_")
