@@ -351,7 +351,8 @@ def downgrade() -> None:
     )
     trigram = op.get_bind().execute(sa.text("SELECT to_regclass('jobs_error_search_idx')")).scalar()
     op.execute("DROP TABLE job_attempts_0017")
-    op.execute("DROP TABLE jobs_0017")  # its indexes and the sequence go with it
+    op.execute("DROP TABLE jobs_0017")  # and its indexes
+    op.execute("DROP SEQUENCE jobs_id_seq_0017")
     op.execute("DROP FUNCTION history_partitions(float8, float8, timestamptz, timestamptz)")
     op.execute(
         "CREATE INDEX jobs_claim_idx ON jobs (queue, priority, available_at, id)"
