@@ -8,9 +8,11 @@ Every maintainer (one per supervisor, and one per ``--single`` worker), every ro
   waits for one process to be alive and responsive;
 - it marks workers that stopped heartbeating ``lost`` (idempotent, so anyone may).
 
-One maintainer at a time, the **leader**, also samples queue depth once a minute, prunes
-old finished jobs, stats and worker rows, and enqueues the jobs of ``schedules`` whose time has
-come (one job per period each: a daily retention job, say), every round; and, where autovacuum
+One maintainer at a time, the **leader**, also samples queue depth once a minute, keeps the
+history partitions (creates them ahead, drops the expired ones whole), prunes the old finished
+jobs no partition drop takes (dead ones, stragglers), stats and worker rows, and enqueues the
+jobs of ``schedules`` whose time has come (one job per period each: a daily retention job,
+say), every round; and, where autovacuum
 will not vacuum the churning tables (off on the server or for a table, which every maintainer
 checks and warns about at its first round), it VACUUMs them every ``vacuum_seconds``.
 
@@ -156,6 +158,14 @@ class Maintainer:
 
     def _prune(self, store: JobStore, term: Term) -> None:
         settings = self.settings
+        period = settings.history_partition_seconds
+        # Partitions for the next two prune rounds at least, so a finish never lands in the
+        # default partition while this leader lives.
+        ahead = max(2 * period, period + 2 * settings.prune_seconds)
+        for action, partition in store.history_partitions(
+            term, period, settings.keep_succeeded_seconds, ahead
+        ):
+            log.info("%s history partition %s", action, partition)
         total = 0
         while not self.stop.is_set():
             deleted = store.prune(

@@ -5,8 +5,9 @@
 -- Each block starts with "-- name: <name>" and a one-line purpose.
 
 -- name: job_insert
--- Insert one job, or return nothing when a live job already holds its unique key.
-INSERT INTO jobs (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key,
+-- Insert one job, or return nothing when a live job already holds its unique key. It goes to
+-- jobs_live by name: only there is the unique key's index that ON CONFLICT needs.
+INSERT INTO jobs_live (tenant_id, queue, task, payload, priority, max_attempts, available_at, unique_key,
                   trace_context, timeout_seconds)
 VALUES (
     coalesce(%(tenant_id)s::bigint, (SELECT id FROM tenants WHERE slug = 'system')),
@@ -42,7 +43,8 @@ SELECT array_agg(id ORDER BY position) FROM input
 
 -- name: job_insert_many_unique
 -- Insert a batch of jobs some of which carry unique keys; returns every input's id in order and
--- the ids actually inserted (the others are duplicates of a live job's key).
+-- the ids actually inserted (the others are duplicates of a live job's key). Into jobs_live, as
+-- job_insert.
 WITH input AS MATERIALIZED (
     SELECT nextval('jobs_id_seq') AS id, batch.*
     FROM ROWS FROM (
@@ -54,8 +56,8 @@ WITH input AS MATERIALIZED (
     ) WITH ORDINALITY AS batch (tenant_id, queue, task, payload, priority, max_attempts, delay,
                                 run_at, unique_key, timeout_seconds, position)
 ), inserted AS (
-    INSERT INTO jobs (id, tenant_id, queue, task, payload, priority, max_attempts, available_at,
-                      unique_key, trace_context, timeout_seconds)
+    INSERT INTO jobs_live (id, tenant_id, queue, task, payload, priority, max_attempts,
+                           available_at, unique_key, trace_context, timeout_seconds)
     SELECT id, coalesce(tenant_id, (SELECT id FROM tenants WHERE slug = 'system')), queue, task,
            payload, priority, max_attempts,
            coalesce(run_at, now() + make_interval(secs => delay)), unique_key,
@@ -143,7 +145,7 @@ SET state = 'running',
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM picked
-WHERE jobs.id = picked.id
+WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
@@ -225,7 +227,7 @@ SET state = 'running',
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
 FROM picked
-WHERE jobs.id = picked.id
+WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
@@ -237,6 +239,12 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 -- fence names no state: the CHECK jobs_running_has_lease_check makes locked_by imply 'running'.
 -- Every result comes back with how it ended: 'written' now, 'written_before' (this worker's
 -- earlier try committed, its reply was lost) or 'lost' (the lease was taken over).
+-- The lock and the update name the states of jobs_live, exactly its partition's list: the
+-- planner reads that partition alone, by its id index. (`state = 'running'` would also prune,
+-- but it matches jobs_lease_idx's predicate, and with stale statistics the planner was seen to
+-- look ids up in that index, or in jobs_claim_tenant_idx for the claim's `state = 'available'`,
+-- by reading it whole: 4 ms a row.) Likewise in the claim, job_release, job_extend_leases and
+-- job_rescue_expired.
 WITH result AS (
     SELECT *
     FROM unnest(
@@ -247,7 +255,7 @@ WITH result AS (
 ), locked AS MATERIALIZED (
     SELECT id, available_at AS visible_at
     FROM jobs
-    WHERE id = ANY (%(ids)s::bigint[])
+    WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
     ORDER BY id
     FOR UPDATE
 ), finished AS (
@@ -277,6 +285,7 @@ WITH result AS (
         lease_expires_at = NULL
     FROM result, locked
     WHERE jobs.id = locked.id
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = result.id
       AND jobs.attempt = result.attempt
       AND jobs.locked_by = %(worker)s
@@ -334,7 +343,8 @@ WITH handed_back AS (
                 %(durations)s::float8[])
         AS handed_back (id, attempt, started, duration)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
+    ORDER BY id FOR UPDATE
 ), released AS (
     UPDATE jobs
     -- A job someone asked to cancel is not given back: it ends cancelled.
@@ -350,6 +360,7 @@ WITH handed_back AS (
         lease_expires_at = NULL
     FROM handed_back, locked
     WHERE jobs.id = locked.id
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = handed_back.id
       AND jobs.attempt = handed_back.attempt
       AND jobs.locked_by = %(worker)s
@@ -384,12 +395,14 @@ FROM released
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR UPDATE
+    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
+    ORDER BY id FOR UPDATE
 ), extended AS (
     UPDATE jobs
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
     FROM held, locked
     WHERE jobs.id = locked.id
+      AND jobs.state IN ('available', 'running')
       AND jobs.id = held.id
       AND jobs.attempt = held.attempt
       AND jobs.locked_by = %(worker)s
@@ -435,7 +448,7 @@ WITH expired AS MATERIALIZED (
         locked_by = NULL,
         lease_expires_at = NULL
     FROM expired
-    WHERE jobs.id = expired.id
+    WHERE jobs.id = expired.id AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.queue, jobs.tenant_id, jobs.state, jobs.last_error, expired.attempt,
               expired.locked_by, expired.started_at, expired.lease_expires_at
 ), history AS (
@@ -479,24 +492,65 @@ FROM enqueued WHERE s.name = enqueued.task
 RETURNING s.name, enqueued.id
 
 -- name: job_prune
--- Delete one batch of finished jobs older than their retention age (attempts go by cascade);
--- a leader's write, fenced by its term (see leader_elect).
+-- Delete one batch of the finished jobs that retention does not drop whole (see job_history):
+-- dead jobs older than keep_dead, and succeeded or cancelled stragglers of jobs_done_default
+-- (finished outside every partition) older than keep_succeeded, each with its attempts; and the
+-- attempts in job_attempts_default whose job is gone. A leader's write, fenced by its term (see
+-- leader_elect). Returns the jobs deleted.
 WITH leader AS MATERIALIZED (
     SELECT term FROM leaders
     WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
     FOR SHARE
-), doomed AS (
-    SELECT id
-    FROM jobs
-    WHERE ((state IN ('succeeded', 'cancelled')
-            AND finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8))
-        OR (state = 'dead'
-            AND finished_at < now() - make_interval(secs => %(keep_dead_seconds)s::float8)))
-      AND EXISTS (SELECT FROM leader)
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+), dead AS (
+    DELETE FROM jobs_dead
+    WHERE id IN (SELECT id
+                 FROM jobs_dead
+                 WHERE finished_at < now() - make_interval(secs => %(keep_dead_seconds)s::float8)
+                   AND EXISTS (SELECT FROM leader)
+                 LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
+    RETURNING id
+), stragglers AS (
+    DELETE FROM jobs_done_default
+    WHERE id IN (SELECT id
+                 FROM jobs_done_default
+                 WHERE finished_at
+                       < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8)
+                   AND EXISTS (SELECT FROM leader)
+                 LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
+    RETURNING id
+), deleted AS (
+    SELECT id FROM dead UNION ALL SELECT id FROM stragglers
+), their_attempts AS (
+    DELETE FROM job_attempts USING deleted WHERE job_attempts.job_id = deleted.id
+), orphans AS (
+    DELETE FROM job_attempts_default
+    WHERE (job_id, attempt) IN (
+        SELECT orphan.job_id, orphan.attempt
+        FROM job_attempts_default AS orphan
+        WHERE orphan.finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8)
+          AND NOT EXISTS (SELECT FROM jobs WHERE jobs.id = orphan.job_id)
+          AND EXISTS (SELECT FROM leader)
+        LIMIT %(limit)s)
 )
-DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
+SELECT count(*) FROM deleted
+
+-- name: job_history_fence
+-- Hold the leader's term for the transaction of job_history (FOR SHARE: no new term can begin
+-- before it commits); nothing comes back when the term is over.
+SELECT term FROM leaders
+WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
+FOR SHARE
+
+-- name: job_history
+-- The history partitions of jobs_done and job_attempts: created from the current period to
+-- ahead_seconds on, and dropped whole once all they hold is older than keep_seconds (see
+-- history_partitions in migration 0017_table_layout); run after job_history_fence, in its
+-- transaction. Returns (action, partition) for each created or dropped.
+SELECT action, partition
+FROM history_partitions(%(period_seconds)s::float8, %(keep_seconds)s::float8, now(),
+                        now() + make_interval(secs => %(ahead_seconds)s::float8))
 
 -- name: job_requeue
 -- Put a dead or cancelled job back to work now, with a fresh attempt budget; history is kept.
@@ -788,8 +842,8 @@ SELECT c.relname,
             ELSE 'autovacuum_enabled = off on the table'
        END AS reason
 FROM pg_class c
-WHERE c.oid IN ('jobs'::regclass, 'job_stats_minute'::regclass, 'workers'::regclass,
-                'leaders'::regclass)
+WHERE c.oid IN ('jobs_live'::regclass, 'jobs_dead'::regclass, 'job_stats_minute'::regclass,
+                'workers'::regclass, 'leaders'::regclass)
   AND (NOT current_setting('autovacuum')::boolean
        OR NOT current_setting('track_counts')::boolean
        OR EXISTS (SELECT 1 FROM unnest(c.reloptions) AS o(option)
@@ -798,7 +852,7 @@ ORDER BY c.relname COLLATE "C"
 
 -- name: hot_tables_vacuum
 -- The leader's vacuum of the churning tables, where autovacuum does not run (not fenced: harmless twice).
-VACUUM (SKIP_LOCKED, ANALYZE) jobs, job_stats_minute, workers, leaders
+VACUUM (SKIP_LOCKED, ANALYZE) jobs_live, jobs_dead, job_stats_minute, workers, leaders
 
 -- name: leader_current
 -- Who leads a duty, in which term, and until when (database time).
@@ -1099,7 +1153,7 @@ SELECT groups.*, newest.task, job_error_pattern(newest.last_error) AS pattern,
        split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
        left(newest.last_error, 500) AS example
 FROM groups
-JOIN jobs AS newest ON newest.id = groups.newest_id
+JOIN jobs AS newest ON newest.id = groups.newest_id AND newest.state = 'dead'
 ORDER BY groups.jobs DESC, groups.last_seen DESC
 
 -- name: console_failure_group
@@ -1117,7 +1171,7 @@ SELECT %(fingerprint)s::text AS fingerprint, counted.*, newest.task,
        split_part(job_error_pattern(newest.last_error), ':', 1) AS error_class,
        left(newest.last_error, 500) AS example
 FROM counted
-JOIN jobs AS newest ON newest.id = counted.newest_id
+JOIN jobs AS newest ON newest.id = counted.newest_id AND newest.state = 'dead'
 
 -- name: console_failure_group_jobs
 -- The dead jobs of one fingerprint, newest first (keyset on id, along jobs_dead_fingerprint_idx);

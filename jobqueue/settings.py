@@ -24,6 +24,9 @@ DEFAULT_VACUUM_SECONDS = 30.0  # only where autovacuum does not vacuum the churn
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
 DEFAULT_KEEP_STATS_SECONDS = 30 * 24 * 3600.0
+# One partition of finished jobs (and of attempts) per hour: with a day's retention, a day's
+# history in 24 partitions, each dropped at most an hour after all it holds expired.
+DEFAULT_HISTORY_PARTITION_SECONDS = 3600.0
 DEFAULT_LEADER_LEASE_SECONDS = 30.0
 DEFAULT_DEPTH_SAMPLE_SECONDS = 60.0
 DEFAULT_LOST_AFTER_SECONDS = 60.0
@@ -57,6 +60,7 @@ class WorkerSettings:
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
     keep_stats_seconds: float = DEFAULT_KEEP_STATS_SECONDS
+    history_partition_seconds: float = DEFAULT_HISTORY_PARTITION_SECONDS
     leader_lease_seconds: float = DEFAULT_LEADER_LEASE_SECONDS
     error_max_bytes: int = DEFAULT_ERROR_MAX_BYTES
     traceback_max_bytes: int = DEFAULT_TRACEBACK_MAX_BYTES

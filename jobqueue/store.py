@@ -275,14 +275,35 @@ class JobStore:
     def prune(
         self, term: Term, keep_succeeded_seconds: float, keep_dead_seconds: float, limit: int
     ) -> int:
-        """Delete a batch of old finished jobs, fenced by the leader's ``term``."""
+        """Delete a batch of the old finished jobs that no partition drop takes (dead ones, and
+        stragglers outside the history partitions), fenced by the leader's ``term``; returns the
+        jobs deleted."""
         params = {
             **term.params(),
             "keep_succeeded_seconds": keep_succeeded_seconds,
             "keep_dead_seconds": keep_dead_seconds,
             "limit": limit,
         }
-        return self._execute("job_prune", params).rowcount
+        row = self._execute("job_prune", params).fetchone()
+        return int(row[0]) if row else 0
+
+    def history_partitions(
+        self, term: Term, period_seconds: float, keep_seconds: float, ahead_seconds: float
+    ) -> list[tuple[str, str]]:
+        """Create the history partitions ahead and drop the expired ones whole, fenced by the
+        leader's ``term`` (held for the transaction); returns (action, partition) of each. On
+        an autocommit connection: the DDL commits here."""
+        params = {
+            "period_seconds": period_seconds,
+            "keep_seconds": keep_seconds,
+            "ahead_seconds": ahead_seconds,
+        }
+        with self.connection.transaction():
+            if self._execute("job_history_fence", term.params()).fetchone() is None:
+                return []
+            rows = self.connection.execute(self._queries["job_history"].sql, params,
+                                           prepare=False)  # fmt: skip
+            return [(str(action), str(partition)) for action, partition in rows]
 
     def sample_depth(self, term: Term) -> int:
         """Write this minute's depth sample of every queue and tenant, fenced by the leader's
@@ -389,8 +410,22 @@ class JobStore:
     def cancel(self, job_id: int) -> str | None:
         """Cancel a waiting job at once ('cancelled'), or ask a running one to stop ('running':
         its worker learns of it at its next heartbeat, the task through
-        ``ctx.cancel_requested``); None when the job is neither (nothing changes)."""
-        row = self._execute("job_cancel", {"id": job_id}).fetchone()
+        ``ctx.cancel_requested``); None when the job is neither (nothing changes).
+
+        A cancel that waited for the row while the job's finish moved it to another partition
+        fails with 40001 (PostgreSQL does not follow a row across partitions); it is run again
+        from a savepoint (its own transaction on an autocommit connection), which finds the job
+        where it went: the caller's transaction goes on."""
+        for _ in range(2):
+            try:
+                return self._cancel_once(job_id)
+            except psycopg.errors.SerializationFailure:
+                continue
+        return self._cancel_once(job_id)
+
+    def _cancel_once(self, job_id: int) -> str | None:
+        with self.connection.transaction():
+            row = self._execute("job_cancel", {"id": job_id}).fetchone()
         return None if row is None else str(row[1])
 
     def run_now(self, job_id: int) -> bool:

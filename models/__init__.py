@@ -27,7 +27,7 @@ db = SQLAlchemy(model_class=Base)
 from models.audit import AuditEntry  # noqa: E402
 from models.cycles import CycleParticipant, Review, ReviewCycle, ReviewNoticeStart  # noqa: E402
 from models.imports import EmployeeImport, EmployeeImportRow  # noqa: E402
-from models.jobs import Job, JobAttempt, Queue, Schedule  # noqa: E402
+from models.jobs import Job, JobAttempt, JobOnceKey, Queue, Schedule  # noqa: E402
 from models.leadership import Leader  # noqa: E402
 from models.people import Employee, User  # noqa: E402
 from models.privacy import DataExport, PrivacySettings, RetentionRun  # noqa: E402
@@ -45,6 +45,7 @@ __all__ = [
     "EmployeeImportRow",
     "Job",
     "JobAttempt",
+    "JobOnceKey",
     "JobStatsMinute",
     "Leader",
     "LoginThrottle",

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models import db
-from models.jobs import Job
+from models.jobs import Job, JobOnceKey
 from models.people import one_of
 
 NOTIFY_REVIEWER_TASK = "hr.notify_reviewer"
@@ -164,14 +164,24 @@ class ReviewNoticeStart(db.Model):
 
 
 # One notification per reviewer and cycle, whatever the calling code does: a second job row for
-# the same (tenant, cycle, reviewer) cannot be inserted, in any state of the first. The cycle
-# page's delivery lookup (tenant, task, cycle) reads the same index.
+# the same (tenant, cycle, reviewer) cannot be inserted, in any state of the first, nor after it
+# is pruned: the key lives in job_once_keys (migration 0017_table_layout), which the jobs_once_key
+# trigger fills in the inserting statement.
 notification_dedup_index = Index(
     "jobs_notify_reviewer_key",
+    JobOnceKey.tenant_id,
+    JobOnceKey.task,
+    JobOnceKey.payload["cycle_id"].astext,
+    JobOnceKey.payload["reviewer_id"].astext,
+    unique=True,
+    postgresql_where=JobOnceKey.task == NOTIFY_REVIEWER_TASK,
+)
+
+# The cycle page's delivery lookup (tenant, task, cycle), in every partition of jobs.
+notification_lookup_index = Index(
+    "jobs_notify_reviewer_idx",
     Job.tenant_id,
     Job.task,
     Job.payload["cycle_id"].astext,
-    Job.payload["reviewer_id"].astext,
-    unique=True,
     postgresql_where=Job.task == NOTIFY_REVIEWER_TASK,
 )

@@ -12,9 +12,9 @@ from sqlalchemy import (
     CheckConstraint,
     Double,
     ForeignKey,
-    Identity,
     Index,
     Integer,
+    Sequence,
     SmallInteger,
     Text,
     false,
@@ -54,6 +54,15 @@ class Queue(db.Model):
 
 
 class Job(db.Model):
+    """A job. ``jobs`` is partitioned by LIST (state) (migration 0017_table_layout): the claim's
+    ``jobs_live`` (available, running), ``jobs_dead``, and ``jobs_done`` (succeeded, cancelled)
+    partitioned in turn by RANGE (finished_at), one partition per ``history_partition_seconds``
+    that the maintenance leader creates ahead and drops whole. The indexes of each partition
+    (the claim's, the lease's, the unique key's on jobs_live; the dead-letter ones on jobs_dead)
+    and their storage parameters are the migration's, listed in docs/reference/schema.md: a
+    model declares the partitioned parent only. No constraint makes ``id`` unique (a unique
+    index of a partitioned table must hold the partition key): ids come from one sequence."""
+
     __tablename__ = "jobs"
     __table_args__ = (
         CheckConstraint(_one_of("state", JobState), name="state"),
@@ -64,53 +73,8 @@ class Job(db.Model):
             " AND (state = 'running') = (lease_expires_at IS NOT NULL)",
             name="running_has_lease",
         ),
-        # The claim query filters and orders by exactly these columns. The tenant rides along
-        # (not a key) so the console counts a tenant's waiting jobs from the index alone.
-        Index(
-            "jobs_claim_idx",
-            "queue",
-            "priority",
-            "available_at",
-            "id",
-            postgresql_where=text("state = 'available'"),
-            postgresql_include=["tenant_id"],
-        ),
-        # The fair claim's (job_claim_fair): the tenants with waiting jobs in a queue, and each
-        # tenant's jobs in claim order.
-        Index(
-            "jobs_claim_tenant_idx",
-            "queue",
-            "tenant_id",
-            "priority",
-            "available_at",
-            "id",
-            postgresql_where=text("state = 'available'"),
-        ),
-        # The lease sweeper's index.
-        Index("jobs_lease_idx", "lease_expires_at", postgresql_where=text("state = 'running'")),
-        # Finished jobs by age, for pruning.
-        Index(
-            "jobs_finished_idx",
-            "finished_at",
-            postgresql_where=text("state IN ('succeeded', 'dead', 'cancelled')"),
-        ),
-        # Dead jobs per queue, for the dead-letter views and counts (per tenant: included).
-        Index(
-            "jobs_dead_idx",
-            "queue",
-            "finished_at",
-            postgresql_where=text("state = 'dead'"),
-            postgresql_include=["tenant_id"],
-        ),
-        # Dead jobs by the fingerprint of their error (see job_error_pattern in migration
-        # 0005_console): the console's failure groups are ranges of it.
-        Index(
-            "jobs_dead_fingerprint_idx",
-            # (written as PostgreSQL prints it back, so that `db check` sees no difference)
-            text("md5((task || '\n'::text) || job_error_pattern(last_error))"),
-            "id",
-            postgresql_where=text("state = 'dead'"),
-        ),
+        # Every partition's index on id: jobs by id, wherever their state put them.
+        Index("jobs_id_idx", "id"),
         # The console's "Error contains" filter: trigrams of the errors there are (migration
         # 0009_console_search; missing where the server lacks pg_trgm, and the console then
         # bounds the search).
@@ -121,29 +85,11 @@ class Job(db.Model):
             postgresql_ops={"last_error": "gin_trgm_ops"},
             postgresql_where=text("last_error IS NOT NULL"),
         ),
-        # A unique key holds while its job is waiting or running.
-        Index(
-            "jobs_unique_key_idx",
-            "tenant_id",
-            "unique_key",
-            unique=True,
-            postgresql_where=text("unique_key IS NOT NULL AND state IN ('available', 'running')"),
-        ),
-        # A high-churn table: vacuum it often so the claim index does not fill with dead entries.
-        {
-            "postgresql_with": {
-                "autovacuum_vacuum_scale_factor": "0.01",
-                "autovacuum_vacuum_threshold": "1000",
-                "autovacuum_vacuum_insert_scale_factor": "0.05",
-                "autovacuum_analyze_scale_factor": "0.02",
-                # 0014_scale: room for a row's next version on its page; unthrottled vacuum
-                "fillfactor": "90",
-                "autovacuum_vacuum_cost_delay": "0",
-            }
-        },
+        {"postgresql_partition_by": "LIST (state)"},
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    # primary_key for the ORM only (see above); the default is nextval('jobs_id_seq')
+    id: Mapped[int] = mapped_column(BigInteger, Sequence("jobs_id_seq"), primary_key=True)
     tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
     queue: Mapped[str] = mapped_column(Text)
     task: Mapped[str] = mapped_column(Text)
@@ -168,12 +114,20 @@ class Job(db.Model):
 
 
 class JobAttempt(db.Model):
-    __tablename__ = "job_attempts"
-    __table_args__ = (CheckConstraint(_one_of("outcome", AttemptOutcome), name="outcome"),)
+    """One attempt of a job. Partitioned by RANGE (finished_at) in the periods of jobs_done's
+    partitions, dropped with them; no foreign key to jobs (whose id is not unique by
+    constraint), and (job_id, attempt) is the ORM's key, indexed (``job_attempts_job_id_idx``),
+    not a constraint. The attempts of a job that outlives its attempts' partition (dead, running
+    again) are copied to ``job_attempts_default`` before the partition is dropped."""
 
-    job_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    __tablename__ = "job_attempts"
+    __table_args__ = (
+        CheckConstraint(_one_of("outcome", AttemptOutcome), name="outcome"),
+        Index("job_attempts_job_id_idx", "job_id", "attempt"),
+        {"postgresql_partition_by": "RANGE (finished_at)"},
     )
+
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
     worker: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime]
@@ -183,6 +137,42 @@ class JobAttempt(db.Model):
     traceback: Mapped[str | None] = mapped_column(Text)
     duration: Mapped[timedelta] = mapped_column(INTERVAL)
     trace_id: Mapped[str | None] = mapped_column(Text)
+
+
+class JobOnceKey(db.Model):
+    """The key of a job that may be inserted once ever (a reviewer's notification, reminder or
+    escalation per cycle and round), written by the trigger ``jobs_once_key`` in the inserting
+    statement and kept when the job is finished and gone: its unique indexes (named as they were
+    on jobs before 0017_table_layout; the notification's is in models/cycles.py) refuse a second
+    job with the same key."""
+
+    __tablename__ = "job_once_keys"
+    __table_args__ = (
+        Index(
+            "jobs_remind_reviewer_key",
+            "tenant_id",
+            text("(payload ->> 'cycle_id')"),
+            text("(payload ->> 'reviewer_id')"),
+            text("(payload ->> 'round')"),
+            unique=True,
+            postgresql_where=text("task = 'hr.remind_reviewer'"),
+        ),
+        Index(
+            "jobs_escalate_calibration_key",
+            "tenant_id",
+            text("(payload ->> 'cycle_id')"),
+            text("(payload ->> 'user_id')"),
+            text("(payload ->> 'round')"),
+            unique=True,
+            postgresql_where=text("task = 'hr.escalate_calibration'"),
+        ),
+    )
+
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id", ondelete="CASCADE"))
+    task: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
 class Schedule(db.Model):

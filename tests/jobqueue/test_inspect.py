@@ -45,7 +45,7 @@ def big(conn: Conn) -> Conn:
 
 
 @pytest.mark.parametrize("tenant_id", [None, 1])
-def test_live_counts_read_the_partial_indexes_never_the_finished_jobs(
+def test_live_counts_read_the_live_and_dead_partitions_never_the_finished_jobs(
     big: Conn, tenant_id: int | None
 ) -> None:
     nodes = plan_nodes(
@@ -53,14 +53,10 @@ def test_live_counts_read_the_partial_indexes_never_the_finished_jobs(
         "console_queue_live",
         {"tenant_id": tenant_id, "queue": None, "live_within_seconds": 60},
     )
-    on_jobs = [node for node in nodes if node.get("Relation Name") == "jobs"]
-    # Either index of the waiting jobs will do: both are partial, both hold what is counted.
-    waiting = {"jobs_claim_idx", "jobs_claim_tenant_idx"}
-    names = {node["Index Name"] for node in on_jobs}
-    assert len(names & waiting) == 1 and names - waiting == {"jobs_lease_idx", "jobs_dead_idx"}
-    by_index = {node["Index Name"]: node["Node Type"] for node in on_jobs}
-    [claim_index] = names & waiting
-    assert by_index[claim_index] == by_index["jobs_dead_idx"] == "Index Only Scan"
+    on_jobs = [node for node in nodes if node.get("Relation Name", "").startswith("jobs")]
+    # the live partition and the dead one only: the finished jobs' partitions are not planned
+    # (how each is read, by index or whole, is the planner's choice for tables this small)
+    assert {node["Relation Name"] for node in on_jobs} == {"jobs_live", "jobs_dead"}
 
 
 def test_live_counts_are_right(big: Conn) -> None:
@@ -156,9 +152,12 @@ def test_a_failure_group_is_read_from_its_range_of_the_fingerprint_index(big: Co
               "before_id": None, "limit": 101}  # fmt: skip
     for name in ("console_failure_group_jobs", "console_failure_group", "console_failure_groups"):
         nodes = plan_nodes(big, name, {**params, "queue": None})
-        indexes = {node.get("Index Name") for node in nodes if node.get("Relation Name") == "jobs"}
+        indexes = {node.get("Index Name") for node in nodes}
         assert "jobs_dead_fingerprint_idx" in indexes, name
-        assert not [node for node in nodes if node["Node Type"] == "Seq Scan"], name
+        # jobs_dead holds only the 400 dead jobs: the planner may read it whole to join the
+        # groups' newest jobs; nothing else is read whole
+        scanned = {node["Relation Name"] for node in nodes if node["Node Type"] == "Seq Scan"}
+        assert scanned <= {"jobs_dead"}, (name, scanned)
     (group,) = JobInspector(big).failure_groups(None, None, 10)
     assert (group["fingerprint"], group["jobs"], group["pattern"]) == (fingerprint, 400, "E: #")
 
@@ -175,8 +174,13 @@ def test_a_rare_error_is_found_through_the_trigram_index(big: Conn) -> None:
     big.execute("VACUUM ANALYZE jobs")
     params = {**JobFilter(error="gremlin").params(), "before_id": None, "limit": 51}
     nodes = plan_nodes(big, "console_job_list", params)
-    assert "jobs_error_search_idx" in {node.get("Index Name") for node in nodes}
-    assert not [node for node in nodes if node["Node Type"] == "Seq Scan"]
+    # each partition's share of jobs_error_search_idx is named after it (..._last_error_idx);
+    # the 40,000 finished jobs' partition is read through its share, never whole
+    names = {node.get("Index Name") or "" for node in nodes}
+    assert any(name.startswith("jobs_done_") and name.endswith("_last_error_idx") for name in names)
+    scanned = {node["Relation Name"] for node in nodes if node["Node Type"] == "Seq Scan"}
+    holding = {row[0] for row in big.execute("SELECT DISTINCT tableoid::regclass::text FROM jobs")}
+    assert not scanned & holding - {"jobs_live", "jobs_dead"}, scanned  # empty ones: no matter
     rows = JobInspector(big).jobs(JobFilter(error="gremlin"), None, 51)
     assert [row["last_error"] for row in rows] == [f"GremlinError: {n}" for n in range(5, 0, -1)]
 
@@ -185,6 +189,10 @@ def test_a_bounded_search_reads_only_its_range_of_ids(big: Conn) -> None:
     newest = scalar(big, "SELECT max(id) FROM jobs")
     where = JobFilter(payload_key="n", payload_value="1", min_id=newest - 99)
     nodes = plan_nodes(big, "console_job_list", {**where.params(), "before_id": None, "limit": 51})
-    on_jobs = [node for node in nodes if node.get("Relation Name") == "jobs"]
-    assert on_jobs and all("jobs_pkey" == node.get("Index Name") for node in on_jobs)
+    holding = {row[0] for row in big.execute("SELECT DISTINCT tableoid::regclass::text FROM jobs")}
+    big_ones = holding - {"jobs_live", "jobs_dead"}  # the 19,600 succeeded jobs' partition
+    on_jobs = [node for node in nodes if node.get("Relation Name") in big_ones]
+    # the finished jobs through their partition's share of jobs_id_idx (named after it); the
+    # few hundred live and dead ones and the empty partitions may be read whole
+    assert on_jobs and all(node.get("Index Name", "").endswith("_id_idx") for node in on_jobs)
     assert JobInspector(big).search_facts() == {"error_indexed": True, "newest_id": newest}

@@ -1,0 +1,218 @@
+"""The table layout (migration 0017_table_layout): live work alone in jobs_live, finished jobs in
+partitions that retention drops whole, the dedup keys that outlive a job, requeue back to live."""
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
+from jobqueue.store import AttemptResult, ClaimedJob, Term
+from tests.support.db import scalar
+from tests.support.processes import wait_until
+
+Conn = psycopg.Connection[Any]
+HOUR = 3600.0
+
+
+def home(conn: Conn, job_id: int) -> str:
+    """The partition that holds a job's row."""
+    return str(scalar(conn, "SELECT tableoid::regclass::text FROM jobs WHERE id = %s", job_id))
+
+
+def result(job: ClaimedJob, outcome: str) -> AttemptResult:
+    return AttemptResult(job, outcome, None if outcome == "succeeded" else "E: x", None, 0.0, 0.01)
+
+
+def run(store: JobStore, outcomes: dict[int, str]) -> None:
+    """Claim the waiting jobs as worker w1 and finish each with its outcome."""
+    claimed = store.claim("default", 100, "w1", 30)
+    assert {job.id for job in claimed} == set(outcomes)
+    written = store.finish([result(job, outcomes[job.id]) for job in claimed], "w1")
+    assert {fate.how for fate in written.values()} == {"written"}
+
+
+def test_finished_jobs_leave_jobs_live_for_their_partitions(conn: Conn) -> None:
+    """kills: finished rows left in the claim's table"""
+    store = JobStore(conn)
+    succeeded, dead, retried, waiting, cancelled = (enqueue(conn, "noop") for _ in range(5))
+    store.cancel(cancelled)
+    conn.execute("UPDATE jobs SET available_at = now() + interval '1 hour' WHERE id = %s",
+                 (waiting,))  # fmt: skip
+    run(store, {succeeded: "succeeded", dead: "dead", retried: "failed"})
+    assert home(conn, dead) == "jobs_dead"
+    assert home(conn, retried) == home(conn, waiting) == "jobs_live"
+    period = scalar(conn, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD\"t\"HH24')")
+    assert home(conn, succeeded) == home(conn, cancelled) == f"jobs_done_{period}0000"
+    live = {row[0]: row[1] for row in conn.execute("SELECT id, state FROM ONLY jobs_live")}
+    assert live == {retried: "available", waiting: "available"}
+    # the attempts sit in the period's attempt partition, the dead job's among them
+    attempts = "SELECT tableoid::regclass::text FROM job_attempts WHERE job_id = %s"
+    assert scalar(conn, attempts, dead) == f"job_attempts_{period}0000"
+
+
+def test_the_finish_reads_and_writes_only_jobs_live(conn: Conn) -> None:
+    store = JobStore(conn)
+    ids = enqueue_many(conn, [JobRequest("noop")] * 3)
+    claimed = store.claim("default", 3, "w1", 30)
+    sql = store._queries["job_finish"].sql
+    params = {"ids": ids, "attempts": [1] * 3, "outcomes": ["succeeded"] * 3,
+              "errors": [None] * 3, "tracebacks": [None] * 3, "retry_delays": [0.0] * 3,
+              "durations": [0.1] * 3, "trace_ids": [None] * 3, "worker": "w1"}  # fmt: skip
+    plan = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params, prepare=False).fetchone()[0]  # type: ignore[index, operator]
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.get("Plans", []))
+    # the locking and the update: jobs_live alone (the answer for results that were not
+    # written looks a job up wherever it is, and runs only for those)
+    locked = [node for node in nodes if node["Node Type"] == "LockRows"]
+    updated = [node for node in nodes if node["Node Type"] == "ModifyTable"
+               and node.get("Relation Name") == "jobs"]  # fmt: skip
+    for top in locked + updated:
+        below, relations = [top], set()
+        while below:
+            node = below.pop()
+            if node.get("Node Type") == "CTE Scan":
+                continue
+            relations.add(node.get("Relation Name"))
+            below.extend(node.get("Plans", []))
+        assert relations - {None} <= {"jobs", "jobs_live"}, relations
+    assert len(claimed) == 3
+
+
+def stale_partition(conn: Conn, hours_ago: float) -> tuple[str, str]:
+    """The names of the jobs_done and job_attempts partitions of a period some hours ago."""
+    suffix = scalar(
+        conn,
+        "SELECT to_char(date_trunc('hour', now() - make_interval(secs => %s)) AT TIME ZONE 'UTC',"
+        " 'YYYYMMDD\"t\"HH24MISS')",
+        hours_ago * HOUR,
+    )
+    return f"jobs_done_{suffix}", f"job_attempts_{suffix}"
+
+
+def finished_at(conn: Conn, job_id: int, state: str, hours_ago: float) -> None:
+    """Finish a job (and write its attempt) some hours ago, as the engine would have."""
+    conn.execute(
+        "UPDATE jobs SET state = %s, attempt = 1, finished_at = now() - make_interval(secs => %s)"
+        " WHERE id = %s",
+        (state, hours_ago * HOUR, job_id),
+    )
+    conn.execute(
+        "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,"
+        " duration) VALUES (%s, 1, 'w1', now(), now() - make_interval(secs => %s), %s, '1s')",
+        (job_id, hours_ago * HOUR, "succeeded" if state == "succeeded" else "failed"),
+    )
+
+
+def test_retention_drops_an_expired_partition_whole_and_keeps_the_rest(conn: Conn) -> None:
+    """kills: a partition dropped before all it holds expired; attempts of a job that outlives
+    its attempts' partition dropped with it; a stale leader dropping partitions"""
+    store = JobStore(conn)
+    old, old_too, recent, dead = (enqueue(conn, "noop") for _ in range(4))
+    finished_at(conn, old, "succeeded", 20.5)
+    finished_at(conn, old_too, "cancelled", 20.5)
+    finished_at(conn, recent, "succeeded", 1)
+    finished_at(conn, dead, "dead", 20.5)  # dead: kept 14 days, its attempt with it
+    old_jobs, old_attempts = stale_partition(conn, 20.5)
+    recent_jobs, _ = stale_partition(conn, 1)
+    assert home(conn, old) == home(conn, old_too) == old_jobs
+
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    stale = Term("maintenance", "w1", term.number - 1)
+    assert store.history_partitions(stale, HOUR, 12 * HOUR, 2 * HOUR) == []  # fenced out
+    assert scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", old_jobs)
+
+    done = store.history_partitions(term, HOUR, 12 * HOUR, 2 * HOUR)
+    assert ("dropped", old_jobs) in done and ("dropped", old_attempts) in done
+    assert ("dropped", recent_jobs) not in done
+    assert scalar(conn, "SELECT to_regclass(%s) IS NULL", old_jobs)
+    remaining = {row[0] for row in conn.execute("SELECT id FROM jobs")}
+    assert remaining == {recent, dead}
+    with_attempts = {row[0] for row in conn.execute("SELECT job_id FROM job_attempts")}
+    assert with_attempts == {recent, dead}
+    assert (
+        scalar(conn, "SELECT tableoid::regclass::text FROM job_attempts WHERE job_id = %s", dead)
+        == "job_attempts_default"
+    )
+    # every partition left ends after the retention horizon; those ahead exist
+    oldest_end = scalar(
+        conn,
+        "SELECT min(substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \\(''([^'']+)''\\)')"
+        "::timestamptz) > now() - interval '12 hours' FROM pg_inherits i"
+        " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'jobs_done'::regclass"
+        " AND c.relname <> 'jobs_done_default'",
+    )
+    assert oldest_end is True
+    _, ahead = stale_partition(conn, -1)
+    assert scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", ahead)
+    # and the dead job's attempts go when it does, by the delete-based prune
+    assert store.prune(term, 12 * HOUR, 0.0, 100) == 1
+    assert scalar(conn, "SELECT count(*) FROM job_attempts WHERE job_id = %s", dead) == 0
+
+
+def test_a_second_reminder_is_impossible_after_the_first_finished(conn: Conn) -> None:
+    """kills: dedup keys that die with the job's row, or with its move between partitions"""
+    reminder = {"cycle_id": 7, "reviewer_id": 3, "round": 1}
+    (first,) = enqueue_many(conn, [JobRequest("hr.remind_reviewer", reminder, queue="mail")])
+    store = JobStore(conn)
+    claimed = store.claim("mail", 1, "w1", 30)
+    store.finish([result(claimed[0], "succeeded")], "w1")
+    assert home(conn, first).startswith("jobs_done_")
+    with pytest.raises(psycopg.errors.UniqueViolation, match="jobs_remind_reviewer_key"):
+        enqueue_many(conn, [JobRequest("hr.remind_reviewer", reminder, queue="mail")])
+    conn.execute("DELETE FROM jobs WHERE id = %s", (first,))  # pruned: the key stays
+    with pytest.raises(psycopg.errors.UniqueViolation, match="jobs_remind_reviewer_key"):
+        enqueue(conn, "hr.remind_reviewer", reminder, queue="mail")
+    # the next round is another reminder
+    enqueue(conn, "hr.remind_reviewer", {**reminder, "round": 2}, queue="mail")
+    assert scalar(conn, "SELECT count(*) FROM job_once_keys") == 2
+
+
+def test_a_requeued_dead_job_moves_back_to_jobs_live_and_runs(conn: Conn) -> None:
+    """kills: requeue that cannot move a row back across partitions"""
+    store = JobStore(conn)
+    job_id = enqueue(conn, "noop")
+    run(store, {job_id: "dead"})
+    assert home(conn, job_id) == "jobs_dead"
+    assert store.requeue(job_id, 1) is True
+    assert home(conn, job_id) == "jobs_live"
+    run(store, {job_id: "succeeded"})
+    assert home(conn, job_id).startswith("jobs_done_")
+    attempts = "SELECT outcome FROM job_attempts WHERE job_id = %s ORDER BY attempt"
+    outcomes = [row[0] for row in conn.execute(attempts, (job_id,))]
+    assert outcomes == ["failed", "succeeded"]
+
+
+def test_a_cancel_racing_the_finish_that_moves_the_row_is_answered_not_failed(
+    conn: Conn, database_url: str
+) -> None:
+    """The cancel waits for the row while the finish moves it to jobs_done: PostgreSQL answers
+    the cancel with 40001; it runs again and finds the job finished.
+    kills: a cancel that fails with SerializationFailure"""
+    job_id = enqueue(conn, "noop")
+    (job,) = JobStore(conn).claim("default", 1, "w1", 30)
+    answers: list[object] = []
+    with psycopg.connect(database_url) as finisher:
+        JobStore(finisher).finish([result(job, "succeeded")], "w1")  # moved, not committed
+
+        def cancel() -> None:
+            with psycopg.connect(database_url, autocommit=True) as canceller:
+                try:
+                    answers.append(JobStore(canceller).cancel(job_id))
+                except psycopg.Error as error:
+                    answers.append(error)
+
+        thread = threading.Thread(target=cancel)
+        thread.start()
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                   " AND query LIKE '%%UPDATE jobs%%'")  # fmt: skip
+        wait_until(lambda: scalar(conn, waiting) == 1)
+        finisher.commit()
+        thread.join(10)
+    assert answers == [None]  # finished meanwhile: nothing to cancel
+    assert home(conn, job_id).startswith("jobs_done_")
