@@ -8,14 +8,14 @@ its "oldest waiting" answer from indexes instead of reading every open wait.
   overview's oldest open wait is the first entry.
 
 Revision ID: 0018_workflow_perf
-Revises: 0014_scale
+Revises: 0017_table_layout
 Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0018_workflow_perf"
-down_revision = "0014_scale"
+down_revision = "0017_table_layout"
 branch_labels = None
 depends_on = None
 
