@@ -6,16 +6,21 @@ through a caller's connection joins the caller's transaction.
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 
 from jobqueue.errors import OperationRefused
 from jobqueue.queries import all_queries
+
+_T = TypeVar("_T")
+
+# How often an operator's write is run again after a row it waited for moved partitions.
+_MOVED_ROW_RETRIES = 2
 
 PLANNED_PER_BATCH = frozenset(
     {"job_finish", "job_release", "job_extend_leases", "job_discard", "job_requeue_many"}
@@ -400,49 +405,52 @@ class JobStore:
         job holds the same unique key (that job already does this one's work)."""
         params = {"id": job_id, "attempt_budget": attempt_budget}
         try:
-            with self.connection.transaction():
-                return self._execute("job_requeue", params).fetchone() is not None
+            row = self._on_moving_rows(lambda: self._execute("job_requeue", params).fetchone())
         except psycopg.errors.UniqueViolation:
             raise OperationRefused(
                 f"job {job_id} cannot be requeued: a waiting or running job holds its unique key"
             ) from None
+        return row is not None
 
     def cancel(self, job_id: int) -> str | None:
         """Cancel a waiting job at once ('cancelled'), or ask a running one to stop ('running':
         its worker learns of it at its next heartbeat, the task through
-        ``ctx.cancel_requested``); None when the job is neither (nothing changes).
-
-        A cancel that waited for the row while the job's finish moved it to another partition
-        fails with 40001 (PostgreSQL does not follow a row across partitions); it is run again
-        from a savepoint (its own transaction on an autocommit connection), which finds the job
-        where it went: the caller's transaction goes on."""
-        for _ in range(2):
-            try:
-                return self._cancel_once(job_id)
-            except psycopg.errors.SerializationFailure:
-                continue
-        return self._cancel_once(job_id)
-
-    def _cancel_once(self, job_id: int) -> str | None:
-        with self.connection.transaction():
-            row = self._execute("job_cancel", {"id": job_id}).fetchone()
+        ``ctx.cancel_requested``); None when the job is neither (nothing changes)."""
+        row = self._on_moving_rows(lambda: self._execute("job_cancel", {"id": job_id}).fetchone())
         return None if row is None else str(row[1])
 
     def run_now(self, job_id: int) -> bool:
-        return self._execute("job_run_now", {"id": job_id}).fetchone() is not None
+        row = self._on_moving_rows(lambda: self._execute("job_run_now", {"id": job_id}).fetchone())
+        return row is not None
 
     def requeue_many(self, budgets: dict[int, int]) -> list[tuple[int, int, str]]:
         """Requeue dead or cancelled jobs ({id: attempt budget}); returns (id, tenant id, queue)
         of those requeued. Jobs in other states, and jobs whose unique key a live job (or a newer
         job of the same batch) holds, are left as they are."""
         params = {"ids": list(budgets), "budgets": list(budgets.values())}
-        rows = self._execute("job_requeue_many", params)
+        rows = self._on_moving_rows(lambda: self._execute("job_requeue_many", params).fetchall())
         return [(int(row[0]), int(row[1]), row[2]) for row in rows]
 
     def discard(self, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
         """Discard dead jobs (they become cancelled); returns (id, tenant id, queue) of each."""
-        rows = self._execute("job_discard", {"ids": list(job_ids)})
+        params = {"ids": list(job_ids)}
+        rows = self._on_moving_rows(lambda: self._execute("job_discard", params).fetchall())
         return [(int(row[0]), int(row[1]), row[2]) for row in rows]
+
+    def _on_moving_rows(self, operation: Callable[[], _T]) -> _T:
+        """Run an operator's write on jobs that another write may move meanwhile. A job's state
+        is its partition: a statement that waited for a row while a finish, cancel or requeue
+        moved it to another partition fails with 40001 (PostgreSQL does not follow a row across
+        partitions). It runs again from a savepoint (its own transaction on an autocommit
+        connection) and finds the job where it went; the caller's transaction goes on."""
+        for _ in range(_MOVED_ROW_RETRIES):
+            try:
+                with self.connection.transaction():
+                    return operation()
+            except psycopg.errors.SerializationFailure:
+                continue
+        with self.connection.transaction():
+            return operation()
 
     def get(self, job_id: int) -> dict[str, Any] | None:
         with self.connection.cursor(row_factory=dict_row) as cursor:

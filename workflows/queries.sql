@@ -76,6 +76,7 @@ WITH execution AS (
     SELECT execution.id, execution.status,
            EXISTS (SELECT 1 FROM jobs
                    WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+                     AND state IN ('available', 'running')
                    FOR SHARE) AS fenced
     FROM execution
 ), open AS (
@@ -167,6 +168,7 @@ WITH parked AS (
     UPDATE jobs
     SET state = 'succeeded', finished_at = now(), locked_by = NULL, lease_expires_at = NULL
     WHERE id = %(job_id)s AND attempt = %(attempt)s AND locked_by = %(worker)s
+      AND state IN ('available', 'running')
     RETURNING id, tenant_id, attempt, started_at
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,

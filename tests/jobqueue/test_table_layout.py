@@ -216,3 +216,41 @@ def test_a_cancel_racing_the_finish_that_moves_the_row_is_answered_not_failed(
         thread.join(10)
     assert answers == [None]  # finished meanwhile: nothing to cancel
     assert home(conn, job_id).startswith("jobs_done_")
+
+
+@pytest.mark.parametrize("second", ["requeue", "requeue_many", "discard"])
+def test_two_operators_acting_on_one_dead_job_get_answers_not_errors(
+    conn: Conn, database_url: str, second: str
+) -> None:
+    """One operator's requeue moves a dead job back to jobs_live; another's requeue or discard,
+    waiting for the row meanwhile, gets 40001 from PostgreSQL, runs again, and finds the job
+    already live: nothing to do, no error (the console answers it, never a 500).
+    kills: operator writes without the moved-row retry"""
+    job_id = enqueue(conn, "noop")
+    run(JobStore(conn), {job_id: "dead"})
+    answers: list[object] = []
+
+    def act() -> None:
+        with psycopg.connect(database_url, autocommit=True) as other:
+            store = JobStore(other)
+            try:
+                if second == "requeue":
+                    answers.append(store.requeue(job_id, 1))
+                elif second == "requeue_many":
+                    answers.append(store.requeue_many({job_id: 1}))
+                else:
+                    answers.append(store.discard([job_id]))
+            except psycopg.Error as error:
+                answers.append(error)
+
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    thread = threading.Thread(target=act)
+    with psycopg.connect(database_url) as first, first.transaction():
+        assert JobStore(first).requeue(job_id, 1)  # moved to jobs_live, not committed
+        thread.start()
+        with psycopg.connect(database_url, autocommit=True) as watcher:
+            wait_until(lambda: scalar(watcher, waiting) == 1)
+    thread.join(10)
+    assert answers == [False if second == "requeue" else []]
+    assert home(conn, job_id) == "jobs_live"
+    assert scalar(conn, "SELECT state FROM jobs WHERE id = %s", job_id) == "available"
