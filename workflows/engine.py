@@ -89,8 +89,7 @@ def start_workflow(
         if inserted is None:
             raise RuntimeError(f"workflow {name!r}: the execution was not inserted")
         execution_id, owner = inserted
-        first = {"name": name, "input": json.loads(input_json)}
-        enqueue_slice(conn, execution_id, owner, first=first)
+        enqueue_slice(conn, execution_id, owner)
     return Started(execution_id, created=True)
 
 

@@ -29,7 +29,6 @@ from workflows.store import (
     End,
     Fence,
     Guarded,
-    Loaded,
     Recorded,
     WorkflowStore,
     slice_key,
@@ -55,17 +54,11 @@ def enqueue_slice(
     execution_id: int,
     tenant_id: int,
     run_at: datetime | None = None,
-    first: dict[str, Any] | None = None,
 ) -> int:
-    """Enqueue a slice of the execution; ``first`` (its name and input) only for the first
-    slice of a new execution, which then starts without reading (see :func:`run_slice`)."""
-    payload: dict[str, Any] = {"execution_id": execution_id}
-    if first is not None:
-        payload["first"] = first
     return enqueue(
         connection,
         SLICE_TASK,
-        payload,
+        {"execution_id": execution_id},
         queue=QUEUE,
         run_at=run_at,
         tenant_id=tenant_id,
@@ -485,9 +478,8 @@ class Slice:
         self.fence = fence
         self.workflows = workflows
 
-    def run(self, known: Loaded | None = None) -> None:
-        """Run the slice from ``known`` (a new execution's first slice), else from a read."""
-        loaded = known or self.store.load(self.execution_id)
+    def run(self) -> None:
+        loaded = self.store.load(self.execution_id)
         if loaded is None or loaded.execution["status"] in FINISHED:
             return
         execution = loaded.execution
@@ -525,18 +517,8 @@ class Slice:
 
 
 @task(SLICE_TASK, queue=QUEUE, pass_context=True, retry=SLICE_RETRY)
-def run_slice(job: JobContext, execution_id: int, first: dict[str, Any] | None = None) -> None:
-    """The task that runs one slice of an execution.
-
-    A new execution's first slice, on its job's first attempt, starts from the name and input
-    its job carries (``first``) instead of reading them: nothing can be recorded before it, as
-    its job is the execution's only one and has never run. Any other slice reads.
-    """
-    known = None
-    if first is not None and job.attempt == 1:
-        execution = {"id": execution_id, "tenant_id": job.job.tenant_id, "status": "pending",
-                     "name": first["name"], "input": first["input"]}  # fmt: skip
-        known = Loaded(execution, steps=[], open_waits={})
+def run_slice(job: JobContext, execution_id: int) -> None:
+    """The task that runs one slice of an execution."""
     with job.connection() as connection:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             connection.rollback()
@@ -544,7 +526,7 @@ def run_slice(job: JobContext, execution_id: int, first: dict[str, Any] | None =
         try:
             Slice(
                 WorkflowStore(connection), execution_id, Fence(job.job_id, job.attempt, job.worker)
-            ).run(known)
+            ).run()
         finally:
             if not connection.closed:
                 connection.autocommit = False

@@ -3,7 +3,6 @@ step's, a wait's, the end's) so that they commit together, but never past the st
 external step: a kill repeats at most the one step in flight. A held checkpoint that finds its
 step recorded by another writer fails the slice's job, whose retry replays the stored result."""
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -65,28 +64,6 @@ def test_a_held_checkpoint_taken_by_another_writer_fails_the_slice_and_the_retry
     assert attempt() == "succeeded: None"
     row = execution(wf_conn, eid)
     assert (row["status"], row["output"]) == ("succeeded", "stored")
-
-
-def test_a_first_slice_retried_reads_what_its_first_attempt_recorded(
-    wf_conn: Conn, slices: Slices, effects_file: Path
-) -> None:
-    """The first slice starts from the name and input its job carries only on the job's first
-    attempt; a retry (here: as if attempt 1 recorded two steps and was rescued) replays them."""
-    eid = start_workflow(wf_conn, "five_steps", {"n": 3}).execution_id
-    wf_conn.execute("UPDATE jobs SET attempt = 1 WHERE unique_key = %s", (f"workflow:{eid}",))
-    wf_conn.execute(
-        "INSERT INTO operation_outputs (execution_id, step_id, name, kind, output) VALUES"
-        " (%(e)s, 0, 'ledger-1', 'transaction', to_jsonb(10 + %(e)s)),"
-        " (%(e)s, 1, 'effect-2', 'step', to_jsonb(%(e)s || ':2'))",
-        {"e": eid},
-    )
-    assert slices.run_visible() == 1
-    row = execution(wf_conn, eid)
-    assert (row["status"], row["output"]) == (
-        "succeeded",
-        {"n": 3, "steps": [10, "2", 30, "4", 50]},
-    )
-    assert effects_file.read_text().split() == [f"{eid}:4"]  # step 1 was not run again
 
 
 def test_relaxed_durability_is_opt_in_per_workflow_and_reset_after_its_slice(
