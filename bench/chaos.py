@@ -152,12 +152,15 @@ def supervisor_name(pid: int) -> str:
 
 @contextmanager
 def connection(url: str) -> Iterator[psycopg.Connection[Any] | None]:
-    """A short-lived connection, or None while the server is down."""
+    """A short-lived connection, or None while the server is down. A server that goes down
+    while the caller uses it fails the caller's statement (psycopg.OperationalError)."""
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
-            yield conn
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=2)
     except psycopg.OperationalError:
         yield None
+        return
+    with conn:
+        yield conn
 
 
 def children_of(url: str, pid: int) -> list[tuple[int, str]]:
@@ -305,28 +308,33 @@ class Injector:
         """Resolve each fault's recovery time: every job its victims held is free again, and
         the succeeded count has grown since it."""
         while not done.wait(0.1):
-            with connection(self.url) as conn:
-                if conn is None:
-                    continue
-                count = int(
-                    conn.execute("SELECT count(*) FROM jobs WHERE state = 'succeeded'").fetchone()[
-                        0
-                    ]
-                )  # type: ignore[index]
-                with self._lock:
-                    pending = [f for f in self.faults if f.recovered_after is None]
-                for fault in pending:
-                    held = 0
-                    if fault.victims:
-                        held = int(
-                            conn.execute(
-                                "SELECT count(*) FROM jobs WHERE state = 'running'"
-                                " AND locked_by = ANY (%s)",
-                                (fault.victims,),
-                            ).fetchone()[0]  # type: ignore[index]
-                        )
-                    if held == 0 and count > fault.succeeded_before:
-                        fault.recovered_after = round(time.monotonic() - fault.at, 2)
+            try:
+                self._watch_once()
+            except psycopg.OperationalError:
+                continue  # the server went down under the watcher's query: look again
+
+    def _watch_once(self) -> None:
+        """One look: the succeeded count, and each pending fault's victims' held jobs."""
+        with connection(self.url) as conn:
+            if conn is None:
+                return
+            count = int(
+                conn.execute("SELECT count(*) FROM jobs WHERE state = 'succeeded'").fetchone()[0]
+            )  # type: ignore[index]
+            with self._lock:
+                pending = [f for f in self.faults if f.recovered_after is None]
+            for fault in pending:
+                held = 0
+                if fault.victims:
+                    held = int(
+                        conn.execute(
+                            "SELECT count(*) FROM jobs WHERE state = 'running'"
+                            " AND locked_by = ANY (%s)",
+                            (fault.victims,),
+                        ).fetchone()[0]  # type: ignore[index]
+                    )
+                if held == 0 and count > fault.succeeded_before:
+                    fault.recovered_after = round(time.monotonic() - fault.at, 2)
 
 
 def migrate(url: str) -> None:

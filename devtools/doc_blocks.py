@@ -72,10 +72,12 @@ HOST_CHANGES = re.compile(
 EXAMPLE_JOBS = """
 INSERT INTO jobs (id, tenant_id, queue, task, state, attempt, max_attempts, started_at,
                   finished_at, last_error)
-OVERRIDING SYSTEM VALUE
-VALUES (1234, 1, 'default', 'noop', 'dead', 1, 1, now(), now(), 'ValueError: an example'),
-       (1235, 1, 'default', 'noop', 'available', 0, 5, NULL, NULL, NULL)
-ON CONFLICT (id) DO NOTHING;
+SELECT example.*
+FROM (VALUES (1234, 1, 'default', 'noop', 'dead', 1, 1, now(), now(), 'ValueError: an example'),
+             (1235, 1, 'default', 'noop', 'available', 0, 5, NULL, NULL, NULL))
+     AS example (id, tenant_id, queue, task, state, attempt, max_attempts, started_at,
+                 finished_at, last_error)
+WHERE NOT EXISTS (SELECT FROM jobs WHERE jobs.id = example.id);
 UPDATE jobs SET available_at = now() + interval '1 hour' WHERE id = 1235 AND attempt = 0;
 """
 
