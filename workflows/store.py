@@ -41,16 +41,10 @@ class Recorded:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Recorded):
     """A step's result as a slice writes it to operation_outputs (times by the slice's clock:
     an external step's checkpoint may be written with the next boundary, after it finished)."""
 
-    step_id: int
-    name: str
-    kind: str
-    output: Any
-    error: str | None
-    attempts: int
     started_at: datetime | None
     finished_at: datetime | None
 
