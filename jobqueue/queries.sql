@@ -234,9 +234,15 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 
 -- name: job_finish
 -- Record a batch of attempt results, fenced by (id, attempt, locked_by); write each attempt's
--- row and count the outcomes in job_stats_minute, all in this one statement. Rows are locked in
--- id order first (`locked`), so no two multi-row writes can wait on each other in a cycle; the
--- fence names no state: the CHECK jobs_running_has_lease_check makes locked_by imply 'running'.
+-- row and count the outcomes in job_stats_minute, all in this one statement. Rows are locked
+-- first (`locked`), one look-up by id per result in the order given, which JobStore sorts by
+-- id, so no two multi-row writes can wait on each other in a cycle; the fence names no state:
+-- the CHECK jobs_running_has_lease_check makes locked_by imply 'running'. The lock holds what
+-- the fence checked until the update. Driving the batch through a LATERAL look-up leaves the
+-- planner no join order to choose: statistics that knew no running job (taken of the empty
+-- table at migration, or with autovacuum off) once made it guess one row of this worker and
+-- join the batch to the worker's running rows in a nested loop, n x r rows, seconds for 1,000
+-- results (tests/jobqueue/test_batch_plans.py). Likewise job_release and job_extend_leases.
 -- Every result comes back with how it ended: 'written' now, 'written_before' (this worker's
 -- earlier try committed, its reply was lost) or 'lost' (the lease was taken over).
 -- The lock and the update name the states of jobs_live, exactly its partition's list: the
@@ -253,44 +259,44 @@ WITH result AS (
         %(trace_ids)s::text[]
     ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
 ), locked AS MATERIALIZED (
-    SELECT id, available_at AS visible_at
-    FROM jobs
-    WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
-    ORDER BY id
-    FOR UPDATE
+    SELECT result.*, held.visible_at
+    FROM result
+    CROSS JOIN LATERAL (
+        SELECT jobs.available_at AS visible_at
+        FROM jobs
+        WHERE jobs.id = result.id AND jobs.state IN ('available', 'running')
+          AND jobs.attempt = result.attempt AND jobs.locked_by = %(worker)s
+        FOR UPDATE
+    ) AS held
 ), finished AS (
     UPDATE jobs
     SET state = CASE
-            WHEN result.outcome = 'succeeded' THEN 'succeeded'
+            WHEN locked.outcome = 'succeeded' THEN 'succeeded'
             -- asked to cancel: whatever else the attempt ended with, no retry
-            WHEN result.outcome = 'cancelled' OR jobs.cancel_requested_at IS NOT NULL
+            WHEN locked.outcome = 'cancelled' OR jobs.cancel_requested_at IS NOT NULL
                 THEN 'cancelled'
-            WHEN result.outcome = 'dead' OR jobs.attempt >= jobs.max_attempts THEN 'dead'
+            WHEN locked.outcome = 'dead' OR jobs.attempt >= jobs.max_attempts THEN 'dead'
             ELSE 'available'
         END,
         available_at = CASE
-            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+            WHEN locked.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
                  AND jobs.cancel_requested_at IS NULL
-                THEN now() + make_interval(secs => result.retry_delay)
+                THEN now() + make_interval(secs => locked.retry_delay)
             ELSE jobs.available_at
         END,
         finished_at = CASE
-            WHEN result.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
+            WHEN locked.outcome IN ('failed', 'timed_out') AND jobs.attempt < jobs.max_attempts
                  AND jobs.cancel_requested_at IS NULL
                 THEN NULL
             ELSE now()
         END,
-        last_error = coalesce(result.error, jobs.last_error),
+        last_error = coalesce(locked.error, jobs.last_error),
         locked_by = NULL,
         lease_expires_at = NULL
-    FROM result, locked
-    WHERE jobs.id = locked.id
-      AND jobs.state IN ('available', 'running')
-      AND jobs.id = result.id
-      AND jobs.attempt = result.attempt
-      AND jobs.locked_by = %(worker)s
+    FROM locked
+    WHERE jobs.id = locked.id AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.attempt, jobs.started_at, jobs.state,
-              result.outcome, result.error, result.traceback, result.duration, result.trace_id,
+              locked.outcome, locked.error, locked.traceback, locked.duration, locked.trace_id,
               greatest(extract(epoch FROM jobs.started_at - locked.visible_at)::float8, 0)
                   AS wait
 ), history AS (
@@ -343,29 +349,31 @@ WITH handed_back AS (
                 %(durations)s::float8[])
         AS handed_back (id, attempt, started, duration)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
-    ORDER BY id FOR UPDATE
+    SELECT handed_back.*
+    FROM handed_back
+    CROSS JOIN LATERAL (
+        SELECT FROM jobs
+        WHERE jobs.id = handed_back.id AND jobs.state IN ('available', 'running')
+          AND jobs.attempt = handed_back.attempt AND jobs.locked_by = %(worker)s
+        FOR UPDATE
+    ) AS held
 ), released AS (
     UPDATE jobs
     -- A job someone asked to cancel is not given back: it ends cancelled.
     SET state = CASE WHEN jobs.cancel_requested_at IS NULL THEN 'available' ELSE 'cancelled' END,
         finished_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         -- An unstarted job keeps its place in line; a started one goes to the back.
-        available_at = CASE WHEN handed_back.started THEN now() ELSE jobs.available_at END,
-        attempt = CASE WHEN handed_back.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
+        available_at = CASE WHEN locked.started THEN now() ELSE jobs.available_at END,
+        attempt = CASE WHEN locked.started THEN jobs.attempt ELSE jobs.attempt - 1 END,
         -- A release is not a failure: the budget grows by the attempt it used.
-        max_attempts = CASE WHEN handed_back.started THEN jobs.max_attempts + 1
+        max_attempts = CASE WHEN locked.started THEN jobs.max_attempts + 1
                             ELSE jobs.max_attempts END,
         locked_by = NULL,
         lease_expires_at = NULL
-    FROM handed_back, locked
-    WHERE jobs.id = locked.id
-      AND jobs.state IN ('available', 'running')
-      AND jobs.id = handed_back.id
-      AND jobs.attempt = handed_back.attempt
-      AND jobs.locked_by = %(worker)s
+    FROM locked
+    WHERE jobs.id = locked.id AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.attempt, jobs.started_at,
-              handed_back.started, handed_back.duration
+              locked.started, locked.duration
 ), history AS (
     INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error,
                               duration)
@@ -390,22 +398,24 @@ FROM released
 -- Extend the leases of a worker's in-flight jobs. Every pair comes back with its fate:
 -- 'extended'; 'cancel_requested' (extended, and someone asked to cancel the job: the heartbeat
 -- carries the request back to the task); 'done' (this worker has written its result since, or
--- gave it back); or 'lost' (rescued, or another worker holds the job now). Rows are locked in
--- id order as in job_finish.
+-- gave it back); or 'lost' (rescued, or another worker holds the job now). Rows are locked as
+-- in job_finish.
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS held (id, attempt)
 ), locked AS MATERIALIZED (
-    SELECT id FROM jobs WHERE id = ANY (%(ids)s::bigint[]) AND state IN ('available', 'running')
-    ORDER BY id FOR UPDATE
+    SELECT held.*
+    FROM held
+    CROSS JOIN LATERAL (
+        SELECT FROM jobs
+        WHERE jobs.id = held.id AND jobs.state IN ('available', 'running')
+          AND jobs.attempt = held.attempt AND jobs.locked_by = %(worker)s
+        FOR UPDATE
+    ) AS mine
 ), extended AS (
     UPDATE jobs
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
-    FROM held, locked
-    WHERE jobs.id = locked.id
-      AND jobs.state IN ('available', 'running')
-      AND jobs.id = held.id
-      AND jobs.attempt = held.attempt
-      AND jobs.locked_by = %(worker)s
+    FROM locked
+    WHERE jobs.id = locked.id AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_at
 )
 SELECT id, attempt,

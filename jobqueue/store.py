@@ -203,6 +203,7 @@ class JobStore:
     ) -> dict[tuple[int, int], Written]:
         """Write attempt results and count them in the per-minute stats, in one statement;
         returns what became of each, by (job id, attempt)."""
+        results = sorted(results, key=lambda r: r.job_id)  # the statement locks in this order
         params = {
             "ids": [r.job_id for r in results],
             "attempts": [r.attempt for r in results],
@@ -222,6 +223,7 @@ class JobStore:
     def release(self, jobs: Sequence[tuple[int, int, bool, float]], worker: str) -> list[int]:
         """Give back (id, attempt, started, seconds run) jobs at shutdown; returns the ids of the
         jobs given back that had started."""
+        jobs = sorted(jobs)  # the statement locks in this order
         params = {
             "ids": [job[0] for job in jobs],
             "attempts": [job[1] for job in jobs],
@@ -238,6 +240,7 @@ class JobStore:
         """Extend the leases of (id, attempt) pairs; returns each pair's fate: 'extended',
         'cancel_requested' (extended, and asked to stop), 'done' (its result was written, or it
         was given back) or 'lost' (taken over)."""
+        held = sorted(held)  # the statement locks in this order
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],

@@ -112,6 +112,8 @@ def test_retention_drops_an_expired_partition_whole_and_keeps_the_rest(conn: Con
     """kills: a partition dropped before all it holds expired; attempts of a job that outlives
     its attempts' partition dropped with it; a stale leader dropping partitions"""
     store = JobStore(conn)
+    # the partitions of the last day, as a leader running for a day made them
+    conn.execute("SELECT history_partitions(3600, 86400, now() - interval '1 day', now())")
     old, old_too, recent, dead = (enqueue(conn, "noop") for _ in range(4))
     finished_at(conn, old, "succeeded", 20.5)
     finished_at(conn, old_too, "cancelled", 20.5)

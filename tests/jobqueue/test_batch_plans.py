@@ -1,0 +1,97 @@
+"""The batch writes of a worker (job_finish, job_release, job_extend_leases) do work in
+proportion to the batch, whatever the statistics say.
+
+Statistics that know nothing of the running jobs (taken of the empty table at migration, as
+on every new install until autovacuum comes round, and for good on a server with autovacuum
+off) leave the planner guessing one row of this worker in jobs_live. The statements used to
+join the worker's rows to the batch in a nested loop on that guess: a batch of n results
+against the worker's r running jobs cost n x r rows, 1,000 results took seconds, the heartbeat
+waited on them until leases expired, and a soak stalled for a minute after every start.
+Driven by the batch (a LATERAL look-up by id per row), the plan has no other shape to take.
+"""
+
+from typing import Any
+
+import psycopg
+
+from jobqueue import JobRequest, JobStore, enqueue_many
+from tests.jobqueue.test_enqueue_plans import explain, nodes
+
+Conn = psycopg.Connection[Any]
+
+BATCH = 1000
+JOBS = 20_000
+
+
+def rows_touched(plan: dict[str, Any]) -> int:
+    """Rows every node of the plan produced or threw away, over all its loops."""
+    return sum(
+        (
+            node.get("Actual Rows", 0)
+            + node.get("Rows Removed by Filter", 0)
+            + node.get("Rows Removed by Join Filter", 0)
+        )
+        * node.get("Actual Loops", 1)
+        for node in nodes(plan["Plan"])
+    )
+
+
+def claimed_with_stale_statistics(conn: Conn) -> list[tuple[int, int]]:
+    enqueue_many(conn, [JobRequest("noop")] * JOBS)  # jobs_live's statistics: of it empty
+    jobs = JobStore(conn).claim("default", BATCH, "w1", 30)
+    assert len(jobs) == BATCH
+    return [(job.id, job.attempt) for job in jobs]
+
+
+def test_finishing_a_batch_touches_rows_in_proportion_to_it(conn: Conn) -> None:
+    held = claimed_with_stale_statistics(conn)
+    n = len(held)
+    plan = explain(
+        conn,
+        "job_finish",
+        {
+            "ids": [job_id for job_id, _ in held],
+            "attempts": [attempt for _, attempt in held],
+            "outcomes": ["succeeded"] * n,
+            "errors": [None] * n,
+            "tracebacks": [None] * n,
+            "retry_delays": [0.0] * n,
+            "durations": [0.001] * n,
+            "trace_ids": [None] * n,
+            "worker": "w1",
+        },
+    )
+    # n rows through a handful of nodes and a pass over jobs_live at most, not n x n (2,000,000)
+    assert rows_touched(plan) < 5 * JOBS, plan
+
+
+def test_extending_leases_touches_rows_in_proportion_to_the_batch(conn: Conn) -> None:
+    held = claimed_with_stale_statistics(conn)
+    plan = explain(
+        conn,
+        "job_extend_leases",
+        {
+            "ids": [job_id for job_id, _ in held],
+            "attempts": [attempt for _, attempt in held],
+            "worker": "w1",
+            "lease_seconds": 30.0,
+        },
+    )
+    assert rows_touched(plan) < 5 * JOBS, plan
+
+
+def test_releasing_a_batch_touches_rows_in_proportion_to_it(conn: Conn) -> None:
+    held = claimed_with_stale_statistics(conn)
+    n = len(held)
+    plan = explain(
+        conn,
+        "job_release",
+        {
+            "ids": [job_id for job_id, _ in held],
+            "attempts": [attempt for _, attempt in held],
+            "started": [True] * n,
+            "durations": [0.001] * n,
+            "worker": "w1",
+        },
+    )
+    assert rows_touched(plan) < 5 * JOBS, plan
