@@ -12,9 +12,13 @@ One maintainer at a time, the **leader**, also samples queue depth once a minute
 history partitions (creates them ahead, drops the expired ones whole), prunes the old finished
 jobs no partition drop takes (dead ones, stragglers), stats and worker rows, and enqueues the
 jobs of ``schedules`` whose time has come (one job per period each: a daily retention job,
-say), every round; and, where autovacuum
+say), every round; where autovacuum
 will not vacuum the churning tables (off on the server or for a table, which every maintainer
-checks and warns about at its first round), it VACUUMs them every ``vacuum_seconds``.
+checks and warns about at its first round), it VACUUMs them every ``vacuum_seconds``; and,
+autovacuum or not, it VACUUMs the claim's table ``jobs_live`` whenever ``vacuum_dead_rows``
+dead rows wait in it: autovacuum visits a database once per ``autovacuum_naptime`` (a minute
+by default), in which a busy queue leaves hundreds of thousands of dead rows for every claim
+to walk past.
 
 Leadership is a lease row in ``leaders`` (holder, term, expires_at, all in database time),
 renewed every round and taken over by anyone once it has expired; each leader-only write names
@@ -140,6 +144,13 @@ class Maintainer:
             store.vacuum_hot_tables()
             log.info("vacuumed the churning tables in %.2fs", time.monotonic() - started)
             self._next_vacuum = time.monotonic() + self.settings.vacuum_seconds
+        threshold = self.settings.vacuum_dead_rows
+        if threshold and (dead := store.live_dead_rows()) >= threshold:
+            started = time.monotonic()
+            store.vacuum_live_table()
+            log.debug(
+                "vacuumed jobs_live (%d dead rows) in %.2fs", dead, time.monotonic() - started
+            )
 
     def _check_autovacuum(self, store: JobStore) -> None:
         """Warn, once, when autovacuum will not vacuum the churning tables: without vacuum a

@@ -864,6 +864,17 @@ ORDER BY c.relname COLLATE "C"
 -- The leader's vacuum of the churning tables, where autovacuum does not run (not fenced: harmless twice).
 VACUUM (SKIP_LOCKED, ANALYZE) jobs_live, jobs_dead, job_stats_minute, workers, leaders
 
+-- name: live_table_dead_rows
+-- Dead row versions in jobs_live as the statistics count them (each backend reports its own
+-- within about a second; VACUUM sets what it left).
+SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables
+WHERE relid = 'jobs_live'::regclass
+
+-- name: live_table_vacuum
+-- The leader's vacuum of the claim's table when dead rows pile up between autovacuum's visits
+-- (not fenced: harmless twice; SKIP_LOCKED: skipped while autovacuum is at work on it).
+VACUUM (SKIP_LOCKED) jobs_live
+
 -- name: leader_current
 -- Who leads a duty, in which term, and until when (database time).
 SELECT holder, term, elected_at, renewed_at, expires_at, expires_at > now() AS live

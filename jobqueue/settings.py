@@ -21,6 +21,7 @@ DEFAULT_PREFETCH = 50  # at most; see jobqueue.runner.Prefetch
 DEFAULT_SWEEP_SECONDS = 5.0
 DEFAULT_PRUNE_SECONDS = 300.0
 DEFAULT_VACUUM_SECONDS = 30.0  # only where autovacuum does not vacuum the churning tables
+DEFAULT_VACUUM_DEAD_ROWS = 50_000  # dead rows in jobs_live past which the leader VACUUMs it
 DEFAULT_KEEP_SUCCEEDED_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_DEAD_SECONDS = 14 * 24 * 3600.0
 DEFAULT_KEEP_STATS_SECONDS = 30 * 24 * 3600.0
@@ -57,6 +58,7 @@ class WorkerSettings:
     sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     prune_seconds: float = DEFAULT_PRUNE_SECONDS
     vacuum_seconds: float = DEFAULT_VACUUM_SECONDS
+    vacuum_dead_rows: int = DEFAULT_VACUUM_DEAD_ROWS
     keep_succeeded_seconds: float = DEFAULT_KEEP_SUCCEEDED_SECONDS
     keep_dead_seconds: float = DEFAULT_KEEP_DEAD_SECONDS
     keep_stats_seconds: float = DEFAULT_KEEP_STATS_SECONDS

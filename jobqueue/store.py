@@ -339,6 +339,14 @@ class JobStore:
         rows = self.connection.execute(self._queries["autovacuum_gaps"].sql, prepare=False)
         return [(str(table), str(reason)) for table, reason in rows]
 
+    def live_dead_rows(self) -> int:
+        """Dead row versions waiting in jobs_live, by the server's statistics."""
+        return int(_one(self.connection.execute(self._queries["live_table_dead_rows"].sql))[0])
+
+    def vacuum_live_table(self) -> None:
+        """VACUUM jobs_live (on an autocommit connection), unless autovacuum is at it."""
+        self.connection.execute(self._queries["live_table_vacuum"].sql, prepare=False)
+
     def vacuum_hot_tables(self) -> None:
         """VACUUM (and ANALYZE) the churning tables; needs an autocommit connection."""
         self.connection.execute(self._queries["hot_tables_vacuum"].sql, prepare=False)

@@ -101,3 +101,27 @@ def test_the_churning_tables_carry_their_storage_parameters(conn: Conn) -> None:
             "autovacuum_vacuum_threshold=2000"} <= set(options["jobs_live"])  # fmt: skip
     assert "autovacuum_vacuum_scale_factor=0.05" in options["jobs_dead"]
     assert "fillfactor=70" in options["job_stats_minute"]
+
+
+def test_the_leader_vacuums_jobs_live_when_dead_rows_pile_up_between_autovacuum_visits(
+    cluster: tuple[Cluster, str], workers: list[WorkerProcess]
+) -> None:
+    """Autovacuum on, and no gap: autovacuum still comes by once a minute, and between its
+    visits a busy queue leaves every claim more dead rows to walk past. The leader VACUUMs
+    jobs_live past vacuum_dead_rows (a manual vacuum: autovacuum's are counted apart).
+    kills: a leader that leaves jobs_live to autovacuum's visits"""
+    _, url = cluster
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert JobStore(conn).autovacuum_gaps() == []  # so no vacuum on a schedule either
+        before = vacuums(conn, "jobs_live")[0]
+        with conn.transaction():
+            enqueue_many(conn, [JobRequest("noop")] * 5000)
+        start_worker(
+            workers, url, "--single", "--queues", "default=4", "--vacuum-dead-rows", "2000",
+            "--sweep", "0.5",
+        )  # fmt: skip
+        wait_until(
+            lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'succeeded'") == 5000,
+            timeout=60,
+        )
+        wait_until(lambda: vacuums(conn, "jobs_live")[0] > before, timeout=15)
