@@ -240,7 +240,6 @@ class JobStore:
         """Extend the leases of (id, attempt) pairs; returns each pair's fate: 'extended',
         'cancel_requested' (extended, and asked to stop), 'done' (its result was written, or it
         was given back) or 'lost' (taken over)."""
-        held = sorted(held)  # the statement locks in this order
         params = {
             "ids": [job_id for job_id, _ in held],
             "attempts": [attempt for _, attempt in held],
