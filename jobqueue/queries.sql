@@ -337,7 +337,9 @@ LEFT JOIN jobs ON jobs.id = result.id
 LEFT JOIN job_attempts AS earlier
        ON earlier.job_id = result.id AND earlier.attempt = result.attempt
       AND earlier.worker = %(worker)s
-WHERE (result.id, result.attempt) NOT IN (SELECT id, attempt FROM finished)
+WHERE NOT EXISTS (
+    SELECT FROM finished WHERE finished.id = result.id AND finished.attempt = result.attempt
+)
 
 -- name: job_release
 -- Give jobs back at shutdown: unstarted ones as if never claimed, started ones as 'released'
@@ -439,7 +441,9 @@ LEFT JOIN jobs ON jobs.id = held.id
 LEFT JOIN job_attempts AS rescued
        ON rescued.job_id = held.id AND rescued.attempt = held.attempt
       AND rescued.outcome = 'lease_expired'
-WHERE (held.id, held.attempt) NOT IN (SELECT id, attempt FROM extended)
+WHERE NOT EXISTS (
+    SELECT FROM extended WHERE extended.id = held.id AND extended.attempt = held.attempt
+)
 
 -- name: job_rescue_expired
 -- Return running jobs whose lease has expired to 'available' (or 'dead' when out of attempts),
