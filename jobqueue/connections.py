@@ -110,6 +110,13 @@ class Link:
     ``prepare_threshold`` is psycopg's (its default, 5, here): the engine passes
     ``WorkerSettings.prepare_after``, None behind a transaction pooler, whose server connections
     keep no prepared statement of their clients.
+
+    Unless ``pooled`` (a transaction pooler, where a session setting would land on whichever
+    server connection served it), the session turns JIT compilation off: the engine's
+    statements are short, and PostgreSQL compiled a batch's job_finish whenever its estimated
+    cost passed jit_above_cost, 1.2 s of a 1.3 s statement, on every batch (in a soak, the
+    drain fell from 4,500 to 800 jobs/s). Behind a pooler, set it on the role instead
+    (docs/howto/run-behind-pgbouncer.md).
     """
 
     def __init__(
@@ -120,12 +127,14 @@ class Link:
         *,
         max_delay: float = 5.0,
         prepare_threshold: int | None = 5,
+        pooled: bool = False,
     ) -> None:
         self.url = url
         self.name = name
         self.stop = stop
         self.max_delay = max_delay
         self.prepare_threshold = prepare_threshold
+        self.pooled = pooled
         self.connection: psycopg.Connection[Any] | None = None
         self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
 
@@ -137,6 +146,8 @@ class Link:
                 prepare_threshold=self.prepare_threshold,
                 **CONNECT_OPTIONS,
             )
+            if not self.pooled:
+                self.connection.execute("SET jit = off")
             if self.on_connect is not None:
                 self.on_connect(self.connection)
         return self.connection

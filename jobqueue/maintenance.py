@@ -58,7 +58,11 @@ class Maintainer:
         self._vacuum_gaps: list[tuple[str, str]] | None = None  # None until checked
         self._next_vacuum = 0.0
         self._link = Link(
-            settings.database_url, "maintainer", stop, prepare_threshold=settings.prepare_after
+            settings.database_url,
+            "maintainer",
+            stop,
+            prepare_threshold=settings.prepare_after,
+            pooled=settings.pooled,
         )
 
     @property
@@ -208,6 +212,7 @@ class Maintainer:
                 "depth gauges",
                 self.stop,
                 prepare_threshold=self.settings.prepare_after,
+                pooled=self.settings.pooled,
             )
             try:
                 readings = link.call(JobStore.queue_depth, tries=1) or []

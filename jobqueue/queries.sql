@@ -329,14 +329,17 @@ WITH result AS (
 )
 SELECT id, attempt, state, 'written' FROM finished
 UNION ALL
-SELECT result.id, result.attempt, jobs.state,
+SELECT result.id, result.attempt, latest.state,
        CASE WHEN earlier.outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled')
             THEN 'written_before' ELSE 'lost' END
 FROM result
-LEFT JOIN jobs ON jobs.id = result.id
-LEFT JOIN job_attempts AS earlier
-       ON earlier.job_id = result.id AND earlier.attempt = result.attempt
-      AND earlier.worker = %(worker)s
+LEFT JOIN LATERAL (SELECT state FROM jobs WHERE jobs.id = result.id LIMIT 1) AS latest ON true
+LEFT JOIN LATERAL (
+    SELECT outcome FROM job_attempts
+    WHERE job_attempts.job_id = result.id AND job_attempts.attempt = result.attempt
+      AND job_attempts.worker = %(worker)s
+    LIMIT 1
+) AS earlier ON true
 WHERE NOT EXISTS (
     SELECT FROM finished WHERE finished.id = result.id AND finished.attempt = result.attempt
 )
@@ -432,15 +435,20 @@ SELECT id, attempt,
 FROM extended
 UNION ALL
 SELECT held.id, held.attempt,
-       CASE WHEN rescued.job_id IS NOT NULL
-                 OR jobs.attempt > held.attempt
-                 OR (jobs.attempt = held.attempt AND jobs.locked_by <> %(worker)s)
+       CASE WHEN rescued.found
+                 OR latest.attempt > held.attempt
+                 OR (latest.attempt = held.attempt AND latest.locked_by <> %(worker)s)
             THEN 'lost' ELSE 'done' END
 FROM held
-LEFT JOIN jobs ON jobs.id = held.id
-LEFT JOIN job_attempts AS rescued
-       ON rescued.job_id = held.id AND rescued.attempt = held.attempt
-      AND rescued.outcome = 'lease_expired'
+LEFT JOIN LATERAL (
+    SELECT attempt, locked_by FROM jobs WHERE jobs.id = held.id LIMIT 1
+) AS latest ON true
+LEFT JOIN LATERAL (
+    SELECT true AS found FROM job_attempts
+    WHERE job_attempts.job_id = held.id AND job_attempts.attempt = held.attempt
+      AND job_attempts.outcome = 'lease_expired'
+    LIMIT 1
+) AS rescued ON true
 WHERE NOT EXISTS (
     SELECT FROM extended WHERE extended.id = held.id AND extended.attempt = held.attempt
 )

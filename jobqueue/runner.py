@@ -510,6 +510,7 @@ class Runner:
             self.hurry if stop is None else stop,
             max_delay=max_delay,
             prepare_threshold=self.settings.prepare_after,
+            pooled=self.settings.pooled,
         )
 
     def _set_state(self, state: str) -> None:

@@ -152,6 +152,11 @@ class WorkerSettings:
         return prepare_after(self.pooler, self.prepare_threshold)
 
     @property
+    def pooled(self) -> bool:
+        """DATABASE_URL is a transaction pooler: no session state may be set on it."""
+        return self.pooler == "transaction"
+
+    @property
     def notify_url(self) -> str | None:
         """Where the listener LISTENs, or None: no LISTEN, the fetch loops poll with backoff.
         LISTEN through a transaction pooler would register on whichever server connection

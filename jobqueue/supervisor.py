@@ -92,6 +92,7 @@ class Supervisor:
             "supervisor",
             self._done,
             prepare_threshold=settings.prepare_after,
+            pooled=settings.pooled,
         )
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name="heartbeat", daemon=True
@@ -241,6 +242,7 @@ class Supervisor:
             "supervisor heartbeat",
             self._done,
             prepare_threshold=self.settings.prepare_after,
+            pooled=self.settings.pooled,
         )
         row_id = self.row_id
         assert row_id is not None  # noqa: S101 - started after registering

@@ -88,3 +88,19 @@ def test_only_refusals_that_last_stop_a_worker_at_start(reason: str, lasting: bo
     """A worker starting while PostgreSQL restarts after a crash ("not yet accepting
     connections") must wait for it, not exit as misconfigured (the chaos run found it)."""
     assert refused_for_good(f"connection failed: {reason}") is lasting
+
+
+def test_the_engines_direct_connections_compile_no_jit(database_url: str) -> None:
+    """A batch's job_finish was JIT-compiled whenever its estimated cost passed
+    jit_above_cost: 1.2 s of a 1.3 s statement, on every batch. On a direct connection the
+    session turns JIT off; behind a transaction pooler nothing is set on the session."""
+    with psycopg.connect(database_url) as conn:
+        server_default = conn.execute("SHOW jit").fetchone()
+    stop = threading.Event()
+    direct, pooled = Link(database_url, "t", stop), Link(database_url, "t", stop, pooled=True)
+    try:
+        assert direct.connect().execute("SHOW jit").fetchone() == ("off",)
+        assert pooled.connect().execute("SHOW jit").fetchone() == server_default
+    finally:
+        direct.close()
+        pooled.close()
