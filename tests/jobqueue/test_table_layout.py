@@ -157,6 +157,27 @@ def test_retention_drops_an_expired_partition_whole_and_keeps_the_rest(conn: Con
     assert scalar(conn, "SELECT count(*) FROM job_attempts WHERE job_id = %s", dead) == 0
 
 
+def test_an_attempts_partition_waits_for_its_jobs_partition(conn: Conn, database_url: str) -> None:
+    """A jobs partition too busy to drop this round keeps its attempts' partition too: dropped
+    alone, every attempt of the period (its job still there) was copied to the default.
+    kills: attempts partitions dropped without their jobs' partition (0019_history_pairs)"""
+    store = JobStore(conn)
+    conn.execute("SELECT history_partitions(3600, 86400, now() - interval '1 day', now())")
+    old = enqueue(conn, "noop")
+    finished_at(conn, old, "succeeded", 20.5)
+    old_jobs, old_attempts = stale_partition(conn, 20.5)
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    with psycopg.connect(database_url) as reader:
+        reader.execute(f"SELECT count(*) FROM {old_jobs}")  # holds a lock the drop must wait for
+        done = store.history_partitions(term, HOUR, 12 * HOUR, 2 * HOUR)
+        assert ("dropped", old_jobs) not in done and ("dropped", old_attempts) not in done
+        assert scalar(conn, "SELECT count(*) FROM job_attempts_default") == 0
+    done = store.history_partitions(term, HOUR, 12 * HOUR, 2 * HOUR)
+    assert ("dropped", old_jobs) in done and ("dropped", old_attempts) in done
+    assert scalar(conn, "SELECT count(*) FROM job_attempts_default") == 0
+
+
 def test_a_second_reminder_is_impossible_after_the_first_finished(conn: Conn) -> None:
     """kills: dedup keys that die with the job's row, or with its move between partitions"""
     reminder = {"cycle_id": 7, "reviewer_id": 3, "round": 1}
