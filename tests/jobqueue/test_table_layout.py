@@ -178,6 +178,24 @@ def test_an_attempts_partition_waits_for_its_jobs_partition(conn: Conn, database
     assert scalar(conn, "SELECT count(*) FROM job_attempts_default") == 0
 
 
+def test_partition_upkeep_waits_for_the_writers_before_it_locks_a_partition(
+    conn: Conn, database_url: str
+) -> None:
+    """The upkeep takes `jobs` first, as every writer does: while a writer's transaction is
+    open it does nothing this round, rather than lock partitions the writer will need next
+    while it waits on the writer (the deadlock a finish met 17 times in the soak).
+    kills: partition DDL before the writers' lock (0019_history_pairs)"""
+    store = JobStore(conn)
+    job = enqueue(conn, "noop")
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    with psycopg.connect(database_url) as writer:
+        writer.execute("UPDATE jobs SET priority = priority WHERE id = %s", (job,))
+        assert store.history_partitions(term, HOUR, 12 * HOUR, 6 * HOUR) == []
+    created = store.history_partitions(term, HOUR, 12 * HOUR, 6 * HOUR)
+    assert ("created", stale_partition(conn, -5)[0]) in created
+
+
 def test_a_second_reminder_is_impossible_after_the_first_finished(conn: Conn) -> None:
     """kills: dedup keys that die with the job's row, or with its move between partitions"""
     reminder = {"cycle_id": 7, "reviewer_id": 3, "round": 1}
