@@ -334,6 +334,15 @@ def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
     return result
 
 
+def history_heap_bytes(sizes: dict[str, int], parent: str) -> int:
+    """The heap of a table and its partitions (``parent``, ``parent_*``), not their indexes."""
+    return sum(
+        size
+        for name, size in sizes.items()
+        if (name == parent or name.startswith(parent + "_")) and not name.endswith(("_idx", "_key"))
+    )
+
+
 def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib
 
@@ -360,10 +369,16 @@ def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
         [(s["live_heap_bytes"] + s["live_indexes_bytes"]) / megabytes for s in samples],
         label="live table + indexes",
     )
-    attempts = [s["sizes"].get("job_attempts", 0) / megabytes for s in samples]
-    axes[2].plot(minutes, attempts, label="job_attempts heap")
+    # job_attempts and jobs_done are partitioned: their heaps are their partitions' (the parent
+    # holds nothing), indexes left out
+    for parent in ("job_attempts", "jobs_done"):
+        axes[2].plot(
+            minutes,
+            [history_heap_bytes(s["sizes"], parent) / megabytes for s in samples],
+            label=f"{parent} heap (all partitions)",
+        )
     axes[2].set_ylabel("MB")
-    for table in ("jobs", "job_attempts"):
+    for table in ("jobs_live", "jobs_dead", "job_attempts_default"):
         axes[3].plot(
             minutes,
             [s["tables"].get(table, {}).get("dead", 0) for s in samples],
