@@ -10,9 +10,11 @@ waited on them until leases expired, and a soak stalled for a minute after every
 Driven by the batch (a LATERAL look-up by id per row), the plan has no other shape to take.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 
 from jobqueue import JobRequest, JobStore, enqueue_many
 from tests.jobqueue.test_enqueue_plans import explain, nodes
@@ -50,58 +52,31 @@ def claimed_with_stale_statistics(conn: Conn) -> list[tuple[int, int]]:
     return [(job.id, job.attempt) for job in jobs]
 
 
-def test_finishing_a_batch_touches_rows_in_proportion_to_it(conn: Conn) -> None:
+# What each statement takes beside the batch's ids and attempts, for n rows.
+EXTRA_PARAMS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "job_finish": lambda n: {
+        "outcomes": ["succeeded"] * n,
+        "errors": [None] * n,
+        "tracebacks": [None] * n,
+        "retry_delays": [0.0] * n,
+        "durations": [0.001] * n,
+        "trace_ids": [None] * n,
+    },
+    "job_extend_leases": lambda n: {"lease_seconds": 30.0},
+    "job_release": lambda n: {"started": [True] * n, "durations": [0.001] * n},
+}
+
+
+@pytest.mark.parametrize("statement", sorted(EXTRA_PARAMS))
+def test_a_batch_write_touches_rows_in_proportion_to_the_batch(conn: Conn, statement: str) -> None:
     held = claimed_with_stale_statistics(conn)
-    n = len(held)
-    plan = explain(
-        conn,
-        "job_finish",
-        {
-            "ids": [job_id for job_id, _ in held],
-            "attempts": [attempt for _, attempt in held],
-            "outcomes": ["succeeded"] * n,
-            "errors": [None] * n,
-            "tracebacks": [None] * n,
-            "retry_delays": [0.0] * n,
-            "durations": [0.001] * n,
-            "trace_ids": [None] * n,
-            "worker": "w1",
-        },
-    )
+    params = {
+        "ids": [job_id for job_id, _ in held],
+        "attempts": [attempt for _, attempt in held],
+        "worker": "w1",
+        **EXTRA_PARAMS[statement](len(held)),
+    }
+    plan = explain(conn, statement, params)
     # n rows through a handful of nodes and a pass over jobs_live at most, not n x n (2,000,000)
-    assert rows_touched(plan) < 5 * JOBS, plan
-    assert filtered_by_subplan(plan) == [], plan
-
-
-def test_extending_leases_touches_rows_in_proportion_to_the_batch(conn: Conn) -> None:
-    held = claimed_with_stale_statistics(conn)
-    plan = explain(
-        conn,
-        "job_extend_leases",
-        {
-            "ids": [job_id for job_id, _ in held],
-            "attempts": [attempt for _, attempt in held],
-            "worker": "w1",
-            "lease_seconds": 30.0,
-        },
-    )
-    assert rows_touched(plan) < 5 * JOBS, plan
-    assert filtered_by_subplan(plan) == [], plan
-
-
-def test_releasing_a_batch_touches_rows_in_proportion_to_it(conn: Conn) -> None:
-    held = claimed_with_stale_statistics(conn)
-    n = len(held)
-    plan = explain(
-        conn,
-        "job_release",
-        {
-            "ids": [job_id for job_id, _ in held],
-            "attempts": [attempt for _, attempt in held],
-            "started": [True] * n,
-            "durations": [0.001] * n,
-            "worker": "w1",
-        },
-    )
     assert rows_touched(plan) < 5 * JOBS, plan
     assert filtered_by_subplan(plan) == [], plan
