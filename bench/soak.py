@@ -82,10 +82,22 @@ TABLE_STATS_SQL = """
 SELECT relname, n_live_tup, n_dead_tup, vacuum_count, autovacuum_count, autoanalyze_count
 FROM pg_stat_user_tables WHERE schemaname = 'public'
 """
-CLAIM_STATEMENT_SQL = """
-SELECT coalesce(sum(calls), 0), coalesce(sum(total_exec_time), 0)
+# The engine's statements by what they do, told apart by text that pg_stat_statements keeps
+# (it replaces parameters and literals by $n).
+STATEMENT_GROUPS_SQL = """
+SELECT CASE
+           WHEN query ILIKE '%locked_bucket AS%' THEN 'claim'
+           WHEN query ILIKE '%locked.retry_delay%' THEN 'finish'
+           WHEN query ILIKE '%WITH held AS%' THEN 'heartbeat'
+           WHEN query ILIKE '%jsonb_array_elements%' THEN 'enqueue'
+           WHEN query ILIKE '%history_partitions%' THEN 'upkeep'
+           WHEN query ILIKE '%DELETE FROM jobs_dead%' THEN 'prune'
+           WHEN ltrim(regexp_replace(query, '--[^\n]*', '', 'g')) ILIKE 'vacuum%' THEN 'vacuum'
+           ELSE 'other'
+       END AS name,
+       sum(calls), sum(total_exec_time)
 FROM pg_stat_statements
-WHERE query ILIKE '%skip locked%' AND query ILIKE '%update jobs%'
+GROUP BY 1
 """
 
 
@@ -141,7 +153,7 @@ class Sampler:
         self.last_time = self.started
         self.last_finished = 0
         self.claims_read = 0  # bytes of the claims file already read
-        self.last_statement = (0.0, 0.0)
+        self.last_statements: dict[str, tuple[float, float]] = {}
         self.live_relation = "jobs"
         self.pgstattuple = self._extension("pgstattuple")
         self.statements = self._extension("pg_stat_statements")
@@ -190,12 +202,21 @@ class Sampler:
                 claim_p99_ms=round(cuts[98], 3),
             )
         if self.statements:
-            calls, total = self.conn.execute(CLAIM_STATEMENT_SQL).fetchone() or (0, 0.0)
-            delta_calls = float(calls) - self.last_statement[0]
-            if delta_calls > 0:
-                mean = (float(total) - self.last_statement[1]) / delta_calls
+            groups = {
+                name: (float(calls), float(total))
+                for name, calls, total in self.conn.execute(STATEMENT_GROUPS_SQL)
+            }
+            calls, total = groups.get("claim", (0.0, 0.0))
+            last_calls, last_total = self.last_statements.get("claim", (0.0, 0.0))
+            if calls > last_calls:
+                mean = (total - last_total) / (calls - last_calls)
                 record["claim_server_mean_ms"] = round(mean, 3)
-            self.last_statement = (float(calls), float(total))
+            # the server's time in each kind of statement since the last sample, in ms a second
+            record["server_ms_per_s"] = {
+                name: round((total - self.last_statements.get(name, (0.0, 0.0))[1]) / elapsed, 1)
+                for name, (_, total) in sorted(groups.items())
+            }
+            self.last_statements = groups
         found = self.conn.execute(LIVE_RELATION_SQL).fetchone()
         if found:
             self.live_relation = found[0]
@@ -350,7 +371,7 @@ def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     minutes = [sample["t"] / 60 for sample in samples]
-    figure, axes = plt.subplots(4, 1, figsize=(10, 13), sharex=True)
+    figure, axes = plt.subplots(5, 1, figsize=(10, 16), sharex=True)
     axes[0].plot(minutes, [s["drain_per_s"] for s in samples], label="drain, jobs/s")
     axes[0].set_ylabel("jobs/s")
     axes[1].plot(minutes, [s.get("claim_p50_ms") for s in samples], label="claim p50")
@@ -390,8 +411,12 @@ def plot(samples: list[dict[str, Any]], path: Path, title: str) -> None:
     twin.set_ylabel("vacuum runs")
     twin.legend(loc="upper right")
     axes[3].set_ylabel("dead tuples")
-    axes[3].set_xlabel("minutes")
-    for axis in axes[:3]:
+    names = sorted({name for s in samples for name in s.get("server_ms_per_s", {})})
+    for name in names:
+        axes[4].plot(minutes, [s.get("server_ms_per_s", {}).get(name) for s in samples], label=name)
+    axes[4].set_ylabel("server ms per second")
+    axes[4].set_xlabel("minutes")
+    for axis in (*axes[:3], axes[4]):
         axis.legend(loc="upper left")
     axes[3].legend(loc="upper left")
     figure.suptitle(title)

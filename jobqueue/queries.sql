@@ -524,8 +524,11 @@ RETURNING s.name, enqueued.id
 -- Delete one batch of the finished jobs that retention does not drop whole (see job_history):
 -- dead jobs older than keep_dead, and succeeded or cancelled stragglers of jobs_done_default
 -- (finished outside every partition) older than keep_succeeded, each with its attempts; and the
--- attempts in job_attempts_default whose job is gone. A leader's write, fenced by its term (see
--- leader_elect). Returns the jobs deleted.
+-- attempts in job_attempts_default whose job is gone. The partition upkeep deletes those of the
+-- jobs it drops (history_partitions), so this sweep is a safety net: it looks only at attempts
+-- older than both horizons (each candidate is looked up in every partition of jobs, and the
+-- default holds the dead jobs' attempts for keep_dead). A leader's write, fenced by its term
+-- (see leader_elect). Returns the jobs deleted.
 WITH leader AS MATERIALIZED (
     SELECT term FROM leaders
     WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s AND expires_at > now()
@@ -558,7 +561,8 @@ WITH leader AS MATERIALIZED (
     WHERE (job_id, attempt) IN (
         SELECT orphan.job_id, orphan.attempt
         FROM job_attempts_default AS orphan
-        WHERE orphan.finished_at < now() - make_interval(secs => %(keep_succeeded_seconds)s::float8)
+        WHERE orphan.finished_at < now() - make_interval(secs => greatest(
+                  %(keep_succeeded_seconds)s::float8, %(keep_dead_seconds)s::float8))
           AND NOT EXISTS (SELECT FROM jobs WHERE jobs.id = orphan.job_id)
           AND EXISTS (SELECT FROM leader)
         LIMIT %(limit)s)

@@ -123,11 +123,24 @@ def test_workers_and_the_console_follow_a_failover_and_lose_no_committed_job_whe
                 timeout=60 + RUNS_BEFORE / 50,
             )
         primary.stop("immediate")
+        # The jobs in flight at the failover, read on the standby before it is promoted: once it
+        # is, the workers reconnect within a poll and may fail, retry and finish them before a
+        # read on the new primary (a job whose run committed but whose client saw the primary
+        # die runs again, and is in flight). Replay first catches up with all it received.
+        with psycopg.connect(standby.url("pauta"), autocommit=True) as replica:
+            wait_until(
+                lambda: scalar(
+                    replica,
+                    "SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()",
+                ),
+                message="the standby never replayed what it received",
+            )
+            in_flight = {
+                job_id
+                for (job_id,) in replica.execute("SELECT id FROM jobs WHERE state = 'running'")
+            }
         standby.promote()
         with psycopg.connect(standby.url("pauta"), autocommit=True) as new:
-            in_flight = {
-                job_id for (job_id,) in new.execute("SELECT id FROM jobs WHERE state = 'running'")
-            }
             before = len(committed)
             wait_until(
                 lambda: len(committed) >= before + 100, timeout=60, message="no enqueue after"

@@ -66,11 +66,16 @@ PAIRED_DROP_STEP = """            EXIT WHEN upper_at > now() - make_interval(sec
             BEGIN"""
 
 
-def upgrade() -> None:
+def history_partitions() -> str:
+    """This migration's CREATE OR REPLACE of the function (0020_pair_copy_out goes back to it)."""
     function = _function_of_0017()
     if function.count(DROP_STEP) != 1 or function.count(LOCK_STEP) != 1:
         raise RuntimeError("0017's history_partitions is not the one this migration changes")
-    op.execute(function.replace(LOCK_STEP, LOCKED_FIRST_STEP).replace(DROP_STEP, PAIRED_DROP_STEP))
+    return function.replace(LOCK_STEP, LOCKED_FIRST_STEP).replace(DROP_STEP, PAIRED_DROP_STEP)
+
+
+def upgrade() -> None:
+    op.execute(history_partitions())
 
 
 def downgrade() -> None:

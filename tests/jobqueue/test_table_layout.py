@@ -178,6 +178,105 @@ def test_an_attempts_partition_waits_for_its_jobs_partition(conn: Conn, database
     assert scalar(conn, "SELECT count(*) FROM job_attempts_default") == 0
 
 
+def attempt_at(conn: Conn, job_id: int, number: int, outcome: str, hours_ago: float) -> None:
+    conn.execute(
+        "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,"
+        " duration) VALUES (%s, %s, 'w1', now(), now() - make_interval(secs => %s), %s, '1s')",
+        (job_id, number, hours_ago * HOUR, outcome),
+    )
+
+
+def test_an_attempt_copied_out_goes_when_its_jobs_partition_does(conn: Conn) -> None:
+    """A retried job's first attempt outlives its period (the job finished a period later) and
+    is copied to the default; when the job's partition goes, so does that attempt.
+    kills: attempts copied out and left behind, waiting for the orphan sweep (0019)"""
+    store = JobStore(conn)
+    conn.execute("SELECT history_partitions(3600, 86400, now() - interval '1 day', now())")
+    retried, dead = enqueue(conn, "noop"), enqueue(conn, "noop")
+    conn.execute(
+        "UPDATE jobs SET state = 'succeeded', attempt = 2,"
+        " finished_at = now() - make_interval(secs => %s) WHERE id = %s",
+        (20.5 * HOUR, retried),
+    )
+    attempt_at(conn, retried, 1, "failed", 22.5)
+    attempt_at(conn, retried, 2, "succeeded", 20.5)
+    finished_at(conn, dead, "dead", 22.5)
+    first_jobs, first_attempts = stale_partition(conn, 22.5)
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+
+    done = store.history_partitions(term, HOUR, 21.5 * HOUR, 2 * HOUR)
+    assert ("dropped", first_jobs) in done and ("dropped", first_attempts) in done
+    kept = "SELECT job_id, attempt FROM job_attempts_default ORDER BY 1, 2"
+    assert conn.execute(kept).fetchall() == [(retried, 1), (dead, 1)]
+
+    later_jobs, _ = stale_partition(conn, 20.5)
+    done = store.history_partitions(term, HOUR, 12 * HOUR, 2 * HOUR)
+    assert ("dropped", later_jobs) in done
+    assert conn.execute(kept).fetchall() == [(dead, 1)]
+
+
+def test_the_prune_sweeps_attempts_whose_job_is_gone_and_keeps_the_others(conn: Conn) -> None:
+    """The safety net for attempts left in the default with no job (by an older version, a
+    change of period, a tenant's jobs deleted): swept once older than both horizons; an old
+    attempt whose job lives on stays.
+    kills: no orphan sweep; a sweep that does not look for the job"""
+    store = JobStore(conn)
+    gone, requeued = enqueue(conn, "noop"), enqueue(conn, "noop")
+    attempt_at(conn, gone, 1, "failed", 30)
+    attempt_at(conn, requeued, 1, "failed", 30)
+    conn.execute("DELETE FROM jobs WHERE id = %s", (gone,))
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    assert store.prune(term, 12 * HOUR, 24 * HOUR, 100) == 0  # no job deleted
+    left = "SELECT job_id FROM job_attempts_default ORDER BY 1"
+    assert [row[0] for row in conn.execute(left)] == [requeued]
+
+
+def test_the_upkeep_reads_only_the_expired_periods_partitions(
+    conn: Conn, database_url: str
+) -> None:
+    """What dropping a period costs does not grow with the history kept: the attempts kept are
+    found in the period's own jobs partition, not by looking every job id up.
+    kills: a copy-out that reads jobs_live, jobs_dead and every jobs_done partition (0019)"""
+    store = JobStore(conn)
+    conn.execute("SELECT history_partitions(3600, 86400, now() - interval '1 day', now())")
+    old, recent, dead = (enqueue(conn, "noop") for _ in range(3))
+    live = enqueue(conn, "noop")
+    finished_at(conn, old, "succeeded", 20.5)
+    finished_at(conn, recent, "succeeded", 1)
+    finished_at(conn, dead, "dead", 20.5)
+    old_jobs, _ = stale_partition(conn, 20.5)
+    recent_jobs, recent_attempts = stale_partition(conn, 1)
+    untouched = ["jobs_live", "jobs_dead", recent_jobs, recent_attempts]
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+
+    def scans(reader: Conn) -> dict[str, int]:
+        rows = reader.execute(
+            "SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0)"
+            " FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+            ([*untouched, "jobs_done_default"],),
+        )
+        return {name: count for name, count in rows}
+
+    with psycopg.connect(database_url, autocommit=True) as reader:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        before = scans(reader)
+        assert ("dropped", old_jobs) in store.history_partitions(term, HOUR, 12 * HOUR, 2 * HOUR)
+        conn.execute("SELECT count(*) FROM jobs_done_default")  # a scan to see the flush by
+        conn.execute("SELECT pg_stat_force_next_flush()")
+
+        def flushed() -> dict[str, int] | None:
+            now = scans(reader)
+            return now if now["jobs_done_default"] > before["jobs_done_default"] else None
+
+        after = wait_until(flushed)
+    assert {name: after[name] - before[name] for name in untouched} == dict.fromkeys(untouched, 0)
+    assert home(conn, live) == "jobs_live" and home(conn, dead) == "jobs_dead"
+    assert scalar(conn, "SELECT count(*) FROM job_attempts WHERE job_id = %s", dead) == 1
+
+
 def test_partition_upkeep_waits_for_the_writers_before_it_locks_a_partition(
     conn: Conn, database_url: str
 ) -> None:
