@@ -57,16 +57,19 @@ DAY = 86_400.0
 SERVER = {
     "shared_preload_libraries": "'pg_stat_statements'",
     "pg_stat_statements.track": "top",
+    "pg_stat_statements.track_planning": "on",
     "track_counts": "on",
 }
 
 BACKLOG_SQL = "SELECT count(*) FROM jobs WHERE state IN ('available', 'running')"
 LIVE_RELATION_SQL = "SELECT tableoid::regclass::text FROM jobs WHERE state = 'available' LIMIT 1"
-# Every table, partition and index in the engine's schema, with its size.
+# Every table, partition and index in the engine's schema, with its size (those dropped while
+# this reads them, which pg_relation_size answers with NULL, left out).
 SIZES_SQL = """
 SELECT c.relname, c.relkind, pg_relation_size(c.oid)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'i', 'I', 't', 'm')
+  AND pg_relation_size(c.oid) IS NOT NULL
 ORDER BY c.relname
 """
 # jobs and, if it is partitioned, all its partitions (pg_partition_tree lists a plain table
@@ -90,12 +93,12 @@ SELECT CASE
            WHEN query ILIKE '%locked.retry_delay%' THEN 'finish'
            WHEN query ILIKE '%WITH held AS%' THEN 'heartbeat'
            WHEN query ILIKE '%jsonb_array_elements%' THEN 'enqueue'
-           WHEN query ILIKE '%history_partitions%' THEN 'upkeep'
            WHEN query ILIKE '%DELETE FROM jobs_dead%' THEN 'prune'
+           WHEN query ILIKE '%FROM history_partitions(%' THEN 'upkeep'
            WHEN ltrim(regexp_replace(query, '--[^\n]*', '', 'g')) ILIKE 'vacuum%' THEN 'vacuum'
            ELSE 'other'
        END AS name,
-       sum(calls), sum(total_exec_time)
+       sum(calls), sum(total_exec_time), sum(total_plan_time)
 FROM pg_stat_statements
 GROUP BY 1
 """
@@ -154,6 +157,7 @@ class Sampler:
         self.last_finished = 0
         self.claims_read = 0  # bytes of the claims file already read
         self.last_statements: dict[str, tuple[float, float]] = {}
+        self.last_plans: dict[str, float] = {}
         self.live_relation = "jobs"
         self.pgstattuple = self._extension("pgstattuple")
         self.statements = self._extension("pg_stat_statements")
@@ -202,10 +206,9 @@ class Sampler:
                 claim_p99_ms=round(cuts[98], 3),
             )
         if self.statements:
-            groups = {
-                name: (float(calls), float(total))
-                for name, calls, total in self.conn.execute(STATEMENT_GROUPS_SQL)
-            }
+            rows = self.conn.execute(STATEMENT_GROUPS_SQL).fetchall()
+            groups = {name: (float(calls), float(total)) for name, calls, total, _ in rows}
+            plans = {name: float(planning) for name, _, _, planning in rows}
             calls, total = groups.get("claim", (0.0, 0.0))
             last_calls, last_total = self.last_statements.get("claim", (0.0, 0.0))
             if calls > last_calls:
@@ -216,7 +219,12 @@ class Sampler:
                 name: round((total - self.last_statements.get(name, (0.0, 0.0))[1]) / elapsed, 1)
                 for name, (_, total) in sorted(groups.items())
             }
-            self.last_statements = groups
+            # and planning them (each statement that is not a prepared generic plan)
+            record["server_plan_ms_per_s"] = {
+                name: round((planning - self.last_plans.get(name, 0.0)) / elapsed, 1)
+                for name, planning in sorted(plans.items())
+            }
+            self.last_statements, self.last_plans = groups, plans
         found = self.conn.execute(LIVE_RELATION_SQL).fetchone()
         if found:
             self.live_relation = found[0]
@@ -358,7 +366,7 @@ def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
 def history_heap_bytes(sizes: dict[str, int], parent: str) -> int:
     """The heap of a table and its partitions (``parent``, ``parent_*``), not their indexes."""
     return sum(
-        size
+        size or 0  # None in the lines of runs before the NULL sizes were left out
         for name, size in sizes.items()
         if (name == parent or name.startswith(parent + "_")) and not name.endswith(("_idx", "_key"))
     )

@@ -202,7 +202,8 @@ class JobStore:
         self, results: Sequence[AttemptResult], worker: str
     ) -> dict[tuple[int, int], Written]:
         """Write attempt results and count them in the per-minute stats, in one statement;
-        returns what became of each, by (job id, attempt)."""
+        returns what became of each, by (job id, attempt) (those not written asked after in a
+        second statement, which only they pay for)."""
         results = sorted(results, key=lambda r: r.job_id)  # the statement locks in this order
         params = {
             "ids": [r.job_id for r in results],
@@ -215,10 +216,21 @@ class JobStore:
             "trace_ids": [r.trace_id for r in results],
             "worker": worker,
         }
-        return {
-            (int(job_id), attempt): Written(state, how)
-            for job_id, attempt, state, how in self._execute("job_finish", params)
+        written = {
+            (int(job_id), attempt): Written(state, "written")
+            for job_id, attempt, state in self._execute("job_finish", params)
         }
+        others = [(r.job_id, r.attempt) for r in results if (r.job_id, r.attempt) not in written]
+        if others:
+            ids, attempts = zip(*others, strict=True)
+            fates = self._execute(
+                "job_result_fates", {"ids": list(ids), "attempts": list(attempts), "worker": worker}
+            )
+            written.update(
+                ((int(job_id), attempt), Written(state, how))
+                for job_id, attempt, state, how in fates
+            )
+        return written
 
     def release(self, jobs: Sequence[tuple[int, int, bool, float]], worker: str) -> list[int]:
         """Give back (id, attempt, started, seconds run) jobs at shutdown; returns the ids of the
