@@ -81,6 +81,13 @@ FROM pg_class c
 WHERE c.relkind = 'r'
   AND c.oid IN (SELECT relid FROM pg_partition_tree('jobs') UNION SELECT 'jobs'::regclass)
 """
+# Checkpoints (on time, or asked for by WAL volume) and buffers written by the checkpointer, the
+# background writer and the backends themselves (a backend that must evict a dirty buffer).
+BGWRITER_SQL = """
+SELECT checkpoints_timed, checkpoints_req, buffers_checkpoint, buffers_clean, buffers_backend,
+       buffers_alloc
+FROM pg_stat_bgwriter
+"""
 TABLE_STATS_SQL = """
 SELECT relname, n_live_tup, n_dead_tup, vacuum_count, autovacuum_count, autoanalyze_count
 FROM pg_stat_user_tables WHERE schemaname = 'public'
@@ -243,6 +250,10 @@ class Sampler:
             live_heap_bytes=int(live[0]),
             live_indexes_bytes=int(live[1]),
         )
+        names = ("checkpoints_timed", "checkpoints_req", "buffers_checkpoint", "buffers_clean",
+                 "buffers_backend", "buffers_alloc")  # fmt: skip
+        counts = self.conn.execute(BGWRITER_SQL).fetchone() or ()
+        record["bgwriter"] = dict(zip(names, (int(count) for count in counts), strict=False))
         record["tables"] = {
             name: {
                 "live": live_rows,
@@ -449,6 +460,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--day-seconds", type=float, default=60.0, help="a day, compressed")
     parser.add_argument("--prune-seconds", type=float, default=10.0)
     parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting for the cluster, e.g. shared_buffers=2GB (repeatable)",
+    )
+    parser.add_argument(
         "--bound-mb",
         type=float,
         default=256.0,
@@ -458,7 +476,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     label = f"{datetime.now(UTC):%Y-%m-%d}-soak-{args.jobs}-autovacuum-{args.autovacuum}"
     out = args.out or ROOT / "docs" / "benchmarks" / f"{label}.jsonl"
-    with Cluster({**SERVER, "autovacuum": args.autovacuum}) as cluster:
+    server = {**SERVER, "autovacuum": args.autovacuum}
+    for setting in args.setting:
+        name, equals, value = setting.partition("=")
+        if not equals or not name.strip() or not value.strip():
+            parser.error(f"--setting takes NAME=VALUE, e.g. shared_buffers=2GB, not {setting!r}")
+        server[name.strip()] = "'" + value.strip().replace("'", "''") + "'"
+    with Cluster(server) as cluster:
         url = cluster.create_database("soak")
         migrate(url)
         claims = cluster.folder / "claims"
@@ -493,7 +517,7 @@ def main(argv: list[str]) -> int:
             "prune_seconds": args.prune_seconds,
             "history_partition_seconds": args.day_seconds / 24,
             "sample_seconds": args.sample_seconds,
-            "server": SERVER,
+            "server": server,
         }
         try:
             producer.start()
