@@ -308,7 +308,7 @@ def run_runner(argv: Sequence[str]) -> None:
     from jobqueue.settings import WorkerSettings
     from jobqueue.store import JobStore
 
-    url, threads, claims, day, prune = argv
+    url, threads, claims, day, prune, keep_dead_days = argv
     out = open(claims, "a", buffering=1)
     claim = JobStore.claim
 
@@ -325,7 +325,7 @@ def run_runner(argv: Sequence[str]) -> None:
         database_url=url,
         queues={"default": int(threads)},
         keep_succeeded_seconds=day_seconds,
-        keep_dead_seconds=14 * day_seconds,
+        keep_dead_seconds=float(keep_dead_days) * day_seconds,
         keep_stats_seconds=30 * day_seconds,
         prune_seconds=float(prune),
         history_partition_seconds=day_seconds / 24,  # hourly, compressed with the day
@@ -460,6 +460,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--day-seconds", type=float, default=60.0, help="a day, compressed")
     parser.add_argument("--prune-seconds", type=float, default=10.0)
     parser.add_argument(
+        "--keep-dead-days", type=float, default=14.0, help="dead jobs' retention, in days"
+    )
+    parser.add_argument(
         "--setting",
         action="append",
         default=[],
@@ -499,6 +502,7 @@ def main(argv: list[str]) -> int:
                 str(claims),
                 str(args.day_seconds),
                 str(args.prune_seconds),
+                str(args.keep_dead_days),
             ],
             cwd=ROOT,
             stdout=log,
@@ -515,6 +519,7 @@ def main(argv: list[str]) -> int:
             "backlog": args.backlog,
             "day_seconds": args.day_seconds,
             "prune_seconds": args.prune_seconds,
+            "keep_dead_days": args.keep_dead_days,
             "history_partition_seconds": args.day_seconds / 24,
             "sample_seconds": args.sample_seconds,
             "server": server,

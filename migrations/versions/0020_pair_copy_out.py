@@ -18,6 +18,14 @@ in order and a busy pair ends the round, so no later pair outruns an earlier one
 attempts partition without a jobs partition of its name (left by an older version, or by a
 change of ``history_partition_seconds``) is copied out as before.
 
+The writers' lock is taken on ``jobs`` alone (``LOCK TABLE ONLY``). Taken with its partitions
+(0019), the request waited for any vacuum or analyze of one of them (SHARE UPDATE EXCLUSIVE
+conflicts with SHARE) for up to the 500 ms lock timeout, and every claim, finish and enqueue
+queued behind the waiting request: an enqueue waited 0.42 s behind an upkeep round held up by a
+lock like autovacuum's on ``jobs_dead``, and the round then did nothing. Writers that name
+``jobs`` take it first; the ones that name a partition (the unique enqueue's ``jobs_live``, the
+prune's ``jobs_dead``) never touch the history partitions this DDL locks.
+
 Revision ID: 0020_pair_copy_out
 Revises: 0019_history_pairs
 Create Date: 2026-12-02
@@ -48,9 +56,11 @@ DECLARE
         'WITH (autovacuum_vacuum_insert_threshold = -1, autovacuum_vacuum_scale_factor = 0.05)';
 BEGIN
     PERFORM set_config('lock_timeout', '500ms', true);
-    -- before any partition: the writers take jobs first, so no lock is held while waiting
+    -- before any partition: the writers take jobs first, so no lock is held while waiting. Only
+    -- the parent: with its partitions, the request also waited for any (auto)vacuum or analyze
+    -- of one of them (SHARE UPDATE EXCLUSIVE), and every writer queued behind it meanwhile.
     BEGIN
-        LOCK TABLE jobs IN SHARE MODE;
+        LOCK TABLE ONLY jobs IN SHARE MODE;
     EXCEPTION WHEN lock_not_available THEN
         RETURN;  -- writers busy past the lock timeout: the next round
     END;

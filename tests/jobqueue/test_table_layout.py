@@ -301,6 +301,22 @@ def test_partition_upkeep_waits_for_the_writers_before_it_locks_a_partition(
     assert ("created", stale_partition(conn, -5)[0]) in created
 
 
+def test_partition_upkeep_goes_on_while_a_partition_of_jobs_is_vacuumed(
+    conn: Conn, database_url: str
+) -> None:
+    """A vacuum or analyze of jobs_live or jobs_dead (SHARE UPDATE EXCLUSIVE, as autovacuum
+    holds it) does not hold the upkeep up: waiting for it, the upkeep's lock request held every
+    writer back for its 500 ms timeout, and then the round did nothing.
+    kills: the writers' lock taken on jobs with its partitions (0019)"""
+    store = JobStore(conn)
+    term = store.elect("maintenance", "w1", 30)
+    assert term is not None
+    with psycopg.connect(database_url) as vacuum:
+        vacuum.execute("LOCK TABLE jobs_dead IN SHARE UPDATE EXCLUSIVE MODE")
+        created = store.history_partitions(term, HOUR, 12 * HOUR, 6 * HOUR)
+        assert ("created", stale_partition(conn, -5)[0]) in created
+
+
 def test_a_second_reminder_is_impossible_after_the_first_finished(conn: Conn) -> None:
     """kills: dedup keys that die with the job's row, or with its move between partitions"""
     reminder = {"cycle_id": 7, "reviewer_id": 3, "round": 1}
