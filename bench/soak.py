@@ -19,10 +19,13 @@ the runner around the real claim statement (and its mean on the server from
 pg_stat_statements), the size of every table, partition and index of the engine
 (``pg_relation_size``; ``jobs`` is read through ``pg_partition_tree`` so the figures hold
 whether or not it is partitioned), the live table (the relation holding available jobs) and
-its indexes, dead tuples and vacuum/autovacuum counts (``pg_stat_user_tables``), and
-``pgstattuple_approx`` of the live table. At the end: the target check (last tenth within 10%
-of the first tenth on drain rate and claim p99; live table and indexes under ``--bound-mb``)
-and a plot of the series (PNG beside the JSON lines).
+its indexes, dead tuples and vacuum/autovacuum counts (``pg_stat_user_tables``),
+``pgstattuple_approx`` of the live table, and what the machine gave (bench.machine: CPU time a
+second of the runner, this process and the server's processes, steal, idle, and a fixed loop's
+CPU time, which tells a slower machine from a slower engine). At the end: the target check
+(last tenth within 10% of the first tenth on drain rate and claim p99; live table and indexes
+under ``--bound-mb``), the machine's first and last tenth, and a plot of the series (PNG beside
+the JSON lines).
 """
 
 import argparse
@@ -42,6 +45,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from bench.machine import MachineMeter
 from bench.soak_tasks import DEAD, NOOP, RETRIED
 from devtools.cluster import Cluster
 from jobqueue import JobRequest, enqueue_many
@@ -155,10 +159,11 @@ class Producer(threading.Thread):
 class Sampler:
     """One record per interval, read from the server and the runner's claim timings."""
 
-    def __init__(self, url: str, claims: Path, producer: Producer) -> None:
+    def __init__(self, url: str, claims: Path, producer: Producer, machine: MachineMeter) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
         self.claims = claims
         self.producer = producer
+        self.machine = machine
         self.started = time.monotonic()
         self.last_time = self.started
         self.last_finished = 0
@@ -203,6 +208,7 @@ class Sampler:
             "backlog": backlog,
             "finished": finished,
             "drain_per_s": round(rate, 1),
+            "machine": self.machine.read(),
         }
         timings = self._claim_timings()
         if len(timings) >= 2:
@@ -367,10 +373,48 @@ def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
             "change_pct": round(change * 100, 1),
             "met": held,
         }
+    result["machine"] = machine_tenths(steady)
     peak = max((s["live_heap_bytes"] + s["live_indexes_bytes"] for s in samples), default=0)
     result["live_peak_mb"] = round(peak / 2**20, 1)
     result["bound_mb"] = bound_mb
     result["live_under_bound"] = peak <= bound_mb * 2**20
+    return result
+
+
+def machine_tenths(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first and last tenth's means of what the machine gave: the probe's CPU time, steal,
+    CPU time per finished job of the runner and of the server, and the server's CPU time over
+    the runner's."""
+    rows = [s for s in samples if "machine" in s and s["drain_per_s"] > 0]
+    if len(rows) < 10:
+        return {}
+    for s in rows:
+        used = s["machine"]["cpu_s_per_s"]
+        s["machine"]["us_per_job"] = {
+            name: used[name] / s["drain_per_s"] * 1e6 for name in ("runner", "server")
+        }
+    tenth = len(rows) // 10
+    result = {}
+    for name, part in (("first_tenth", rows[:tenth]), ("last_tenth", rows[-tenth:])):
+        result[name] = {
+            "probe_ms": round(statistics.fmean(s["machine"]["probe_ms"] for s in part), 2),
+            "steal_pct": round(statistics.fmean(s["machine"]["steal_pct"] for s in part), 1),
+            "runner_us_per_job": round(
+                statistics.fmean(s["machine"]["us_per_job"]["runner"] for s in part), 1
+            ),
+            "server_us_per_job": round(
+                statistics.fmean(s["machine"]["us_per_job"]["server"] for s in part), 1
+            ),
+            # the runner's work per job is the same for every no-op job: against it, the
+            # server's per job shows the engine's cost apart from the machine's speed
+            "server_per_runner_cpu": round(
+                statistics.fmean(
+                    s["machine"]["cpu_s_per_s"]["server"] / s["machine"]["cpu_s_per_s"]["runner"]
+                    for s in part
+                ),
+                2,
+            ),
+        }
     return result
 
 
@@ -509,7 +553,9 @@ def main(argv: list[str]) -> int:
             stderr=subprocess.STDOUT,
         )
         producer = Producer(url, args.jobs, args.backlog)
-        sampler = Sampler(url, claims, producer)
+        postmaster = int((cluster.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        meter = MachineMeter({"runner": runner.pid, "soak": os.getpid()}, postmaster)
+        sampler = Sampler(url, claims, producer, meter)
         samples: list[dict[str, Any]] = []
         header = {
             "soak": label,

@@ -355,8 +355,11 @@ class JobStore:
         return int(_one(self.connection.execute(self._queries["live_table_dead_rows"].sql))[0])
 
     def vacuum_live_table(self) -> None:
-        """VACUUM jobs_live (on an autocommit connection), unless autovacuum is at it."""
-        self.connection.execute(self._queries["live_table_vacuum"].sql, prepare=False)
+        """VACUUM jobs_live (on an autocommit connection), unless autovacuum is at it; ANALYZE
+        it too while it has no statistics (a new database, before autovacuum first came by)."""
+        analyzed = _one(self._execute("live_table_has_statistics", {}))[0]
+        vacuum = "live_table_vacuum" if analyzed else "live_table_vacuum_analyze"
+        self.connection.execute(self._queries[vacuum].sql, prepare=False)
 
     def vacuum_hot_tables(self) -> None:
         """VACUUM (and ANALYZE) the churning tables; needs an autocommit connection."""
