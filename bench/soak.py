@@ -384,38 +384,35 @@ def verdict(samples: list[dict[str, Any]], bound_mb: float) -> dict[str, Any]:
 def machine_tenths(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The first and last tenth's means of what the machine gave: the probe's CPU time, steal,
     CPU time per finished job of the runner and of the server, and the server's CPU time over
-    the runner's."""
-    rows = [s for s in samples if "machine" in s and s["drain_per_s"] > 0]
+    the runner's (the runner's work per no-op job is always the same: against it, the server's
+    shows the engine's cost apart from the machine's speed)."""
+    rows = [
+        s
+        for s in samples
+        if "machine" in s and s["drain_per_s"] > 0 and s["machine"]["cpu_s_per_s"]["runner"] > 0
+    ]
     if len(rows) < 10:
         return {}
-    for s in rows:
-        used = s["machine"]["cpu_s_per_s"]
-        s["machine"]["us_per_job"] = {
-            name: used[name] / s["drain_per_s"] * 1e6 for name in ("runner", "server")
-        }
+    figures = {
+        "probe_ms": lambda s: s["machine"]["probe_ms"],
+        "steal_pct": lambda s: s["machine"]["steal_pct"],
+        "runner_us_per_job": lambda s: (
+            s["machine"]["cpu_s_per_s"]["runner"] / s["drain_per_s"] * 1e6
+        ),
+        "server_us_per_job": lambda s: (
+            s["machine"]["cpu_s_per_s"]["server"] / s["drain_per_s"] * 1e6
+        ),
+        "server_per_runner_cpu": lambda s: (
+            s["machine"]["cpu_s_per_s"]["server"] / s["machine"]["cpu_s_per_s"]["runner"]
+        ),
+    }
     tenth = len(rows) // 10
-    result = {}
-    for name, part in (("first_tenth", rows[:tenth]), ("last_tenth", rows[-tenth:])):
-        result[name] = {
-            "probe_ms": round(statistics.fmean(s["machine"]["probe_ms"] for s in part), 2),
-            "steal_pct": round(statistics.fmean(s["machine"]["steal_pct"] for s in part), 1),
-            "runner_us_per_job": round(
-                statistics.fmean(s["machine"]["us_per_job"]["runner"] for s in part), 1
-            ),
-            "server_us_per_job": round(
-                statistics.fmean(s["machine"]["us_per_job"]["server"] for s in part), 1
-            ),
-            # the runner's work per job is the same for every no-op job: against it, the
-            # server's per job shows the engine's cost apart from the machine's speed
-            "server_per_runner_cpu": round(
-                statistics.fmean(
-                    s["machine"]["cpu_s_per_s"]["server"] / s["machine"]["cpu_s_per_s"]["runner"]
-                    for s in part
-                ),
-                2,
-            ),
+    return {
+        name: {
+            figure: round(statistics.fmean(map(read, part)), 2) for figure, read in figures.items()
         }
-    return result
+        for name, part in (("first_tenth", rows[:tenth]), ("last_tenth", rows[-tenth:]))
+    }
 
 
 def history_heap_bytes(sizes: dict[str, int], parent: str) -> int:
@@ -521,6 +518,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", type=Path, help="JSON lines (default: docs/benchmarks/...)")
     args = parser.parse_args(argv)
+    for name in ("jobs", "sample_seconds", "threads", "backlog", "day_seconds", "prune_seconds",
+                 "keep_dead_days", "bound_mb"):  # fmt: skip
+        if getattr(args, name) <= 0:
+            option = "--" + name.replace("_", "-")
+            parser.error(f"{option} must be above 0, not {getattr(args, name)}")
     label = f"{datetime.now(UTC):%Y-%m-%d}-soak-{args.jobs}-autovacuum-{args.autovacuum}"
     out = args.out or ROOT / "docs" / "benchmarks" / f"{label}.jsonl"
     server = {**SERVER, "autovacuum": args.autovacuum}
