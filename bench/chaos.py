@@ -5,7 +5,8 @@ On a PostgreSQL cluster of its own (devtools.cluster: it restarts the server), i
 queue with ``--threads`` threads) and, while they drain, injects ``--faults`` faults picked at
 random (seeded): SIGKILL of a child, SIGKILL of a whole worker.py (restarted, as systemd
 would), SIGSTOP of a whole worker.py past its leases then SIGCONT, pg_terminate_backend of
-random worker connections, and an immediate-mode restart of PostgreSQL. Then it checks the
+random worker connections, and an immediate-mode restart of PostgreSQL; a tenth of the jobs is
+held back until every kind has been injected once. Then it checks the
 rows (devtools.invariants): every job succeeded, none lost or left running, runs beyond one
 only where the attempt rows say a process was killed or frozen while it ran (or a connection
 fault hit the task's own commit), and the per-minute stats equal the attempt rows. It prints
@@ -215,8 +216,8 @@ class Injector:
         self._lock = threading.Lock()
 
     def plan(self) -> list[str]:
-        """Every kind once first, in a random order, then the rest at random: a run whose jobs
-        are done before the last fault (the drive stops then) has still had every kind."""
+        """Every kind once first, in a random order, then the rest at random: the reserve (see
+        :func:`enqueue_jobs`) keeps the run going until each kind has hit the fleet."""
         kinds = list(FAULT_KINDS)
         self.random.shuffle(kinds)
         kinds += [self.random.choice(FAULT_KINDS) for _ in range(self.settings.faults - len(kinds))]
@@ -350,7 +351,13 @@ def migrate(url: str) -> None:
         db.engine.dispose()
 
 
-def enqueue_jobs(url: str, settings: ChaosSettings) -> set[int]:
+RESERVE = 0.1  # of the jobs, held back until every kind of fault has hit the fleet once
+
+
+def enqueue_jobs(url: str, settings: ChaosSettings) -> tuple[set[int], list[int]]:
+    """Every job, and the reserve among them: the last tenth, scheduled a day ahead so that
+    work is left for the fleet until the drive releases it. Without it a fast machine drained
+    a short run before the last kind of fault came up."""
     import bench.chaos_tasks  # noqa: F401 - registers the task, so its retry policy applies
     from jobqueue import JobRequest, enqueue_many
 
@@ -360,26 +367,57 @@ def enqueue_jobs(url: str, settings: ChaosSettings) -> set[int]:
             "CREATE TABLE chaos_ledger (job_id bigint NOT NULL, attempt int NOT NULL,"
             " worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"
         )
+        held_from = settings.jobs - int(settings.jobs * RESERVE)
         requests = [
-            JobRequest("chaos_record", {"pause": settings.pause}, queue=QUEUES[n % len(QUEUES)])
+            JobRequest(
+                "chaos_record",
+                {"pause": settings.pause},
+                queue=QUEUES[n % len(QUEUES)],
+                delay=86_400 if n >= held_from else None,
+            )
             for n in range(settings.jobs)
         ]
+        reserve: list[int] = []
         for start in range(0, len(requests), 5000):
-            ids.update(enqueue_many(conn, requests[start : start + 5000]))
+            batch = enqueue_many(conn, requests[start : start + 5000])
+            ids.update(batch)
+            reserve += [job_id for n, job_id in enumerate(batch, start) if n >= held_from]
         conn.commit()
-    return ids
+    return ids, reserve
 
 
-def drive(injector: Injector, url: str, settings: ChaosSettings) -> None:
-    """Inject the planned faults while the fleet drains, then wait for the last jobs and for
-    every fault's recovery."""
+def release(url: str, reserve: list[int], deadline: float) -> None:
+    """Make the reserve available now (the server may be restarting: try until it answers)."""
+    while time.monotonic() < deadline:
+        try:
+            with connection(url) as conn:
+                if conn is not None:
+                    conn.execute(
+                        "UPDATE jobs SET available_at = now()"
+                        " WHERE id = ANY (%s) AND state = 'available' AND available_at > now()",
+                        (reserve,),
+                    )
+                    for queue in QUEUES:
+                        conn.execute("SELECT pg_notify('pauta_jobs', %s)", (queue,))
+                    return
+        except psycopg.OperationalError:
+            pass
+        time.sleep(0.2)
+
+
+def drive(injector: Injector, url: str, settings: ChaosSettings, reserve: list[int]) -> None:
+    """Inject the planned faults while the fleet drains, releasing the reserve once every kind
+    has been injected, then wait for the last jobs and for every fault's recovery."""
     deadline = time.monotonic() + settings.timeout
     time.sleep(2.0)  # let the workers start and claim before the first fault
-    for kind in injector.plan():
+    for number, kind in enumerate(injector.plan()):
         if (succeeded(url) or 0) >= settings.jobs or time.monotonic() > deadline:
             break
         injector.inject(kind)
+        if number == len(FAULT_KINDS) - 1:
+            release(url, reserve, deadline)
         time.sleep(injector.random.uniform(*settings.gap))
+    release(url, reserve, deadline)
     while (succeeded(url) or 0) < settings.jobs and time.monotonic() < deadline:
         time.sleep(0.5)
     settle_deadline = time.monotonic() + 30
@@ -407,7 +445,7 @@ def run(settings: ChaosSettings, logs: Path | None = None) -> ChaosResult:
         logs = logs or cluster.folder
         url = cluster.create_database("chaos")
         migrate(url)
-        enqueued = enqueue_jobs(url, settings)
+        enqueued, reserve = enqueue_jobs(url, settings)
         fleet = Fleet(url, settings, logs)
         injector = Injector(cluster, url, fleet, settings)
         done = threading.Event()
@@ -416,7 +454,7 @@ def run(settings: ChaosSettings, logs: Path | None = None) -> ChaosResult:
                 fleet.start()
             watcher = threading.Thread(target=injector.watch, args=(done,), daemon=True)
             watcher.start()
-            drive(injector, url, settings)
+            drive(injector, url, settings, reserve)
         finally:
             done.set()
             fleet.stop_all()
