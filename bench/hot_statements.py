@@ -39,7 +39,7 @@ from bench.profile_breakdown import migrate
 from jobqueue import JobRequest
 from jobqueue.enqueue import _payload_json, _prepare
 from jobqueue.registry import TaskRegistry
-from jobqueue.store import JobStore
+from jobqueue.store import AttemptResult, JobStore
 
 TASK = "bench_probe"
 
@@ -174,6 +174,54 @@ def tenant_check(url: str, jobs: int, rounds: int, out: Any) -> None:
         emit(out, _record("tenant_check", constraint, values, batch=1000))
 
 
+def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
+    """Claim 10 and finish them, over and over, on two connections as the runner does (its
+    fetch link claims, its completer finishes): the claim planned afresh at every call (what
+    PostgreSQL chose on its own: each custom plan's estimate beat the generic one's) against
+    its generic plan, reused."""
+    new_jobs, payloads = batch(1000)
+    array = "[" + ",".join(payloads) + "]"
+    figures: dict[str, list[float]] = {}
+    medians: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for mode in ("auto", "force_generic_plan"):
+            with (
+                psycopg.connect(url, autocommit=True) as claiming,
+                psycopg.connect(url, autocommit=True) as finishing,
+            ):
+                claiming.execute("SET jit = off")
+                finishing.execute("SET jit = off")
+                claiming.execute(f"SET plan_cache_mode = {mode}")
+                claimer, finisher = JobStore(claiming), JobStore(finishing)
+                finishing.execute("TRUNCATE jobs CASCADE")
+                for _ in range(jobs // 1000):
+                    finisher.insert_jobs(new_jobs, array)
+                finishing.execute("VACUUM ANALYZE jobs_live")
+
+                claim_ms: list[float] = []
+
+                def cycle() -> None:
+                    started = time.perf_counter()
+                    claimed = claimer.claim("default", 10, "bench", 30.0)  # noqa: B023
+                    claim_ms.append((time.perf_counter() - started) * 1000)  # noqa: B023
+                    done = [AttemptResult(job, "succeeded", None, None, 0, 0) for job in claimed]
+                    finisher.finish(done, "bench")  # noqa: B023
+
+                figures.setdefault(mode, []).append(rate(cycle, jobs, 10))
+                medians.setdefault(mode, []).append(statistics.median(claim_ms))
+    for mode, values in figures.items():
+        emit(
+            out,
+            _record(
+                "claim",
+                f"job_claim plan_cache_mode={mode}",
+                values,
+                batch=10,
+                claim_ms_median=[round(m, 3) for m in medians[mode]],
+            ),
+        )
+
+
 def _record(measure: str, variant: str, values: list[float], **details: Any) -> dict[str, Any]:
     return {
         "measure": measure,
@@ -188,7 +236,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.hot_statements", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", choices=("bulk", "single", "tenant_check"))
+    parser.add_argument("--only", choices=("bulk", "single", "tenant_check", "claim"))
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args(argv)
     server = os.environ.get("DATABASE_URL")
@@ -202,6 +250,7 @@ def main(argv: list[str]) -> int:
                 ("bulk", bulk),
                 ("single", single),
                 ("tenant_check", tenant_check),
+                ("claim", claim),
             ):
                 if args.only in (None, name):
                     measure(url, args.jobs, args.rounds, out)

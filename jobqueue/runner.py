@@ -145,7 +145,7 @@ class Consumer:
         self._abandoned = False
         # worker threads given up to a task past its timeout, until (if ever) it returns
         self._stuck: set[threading.Thread] = set()
-        self._link = runner._link(f"fetch[{queue}]", runner.stopping)
+        self._link = runner._link(f"fetch[{queue}]", runner.stopping, claims=True)
         self._fetcher = threading.Thread(
             target=runner._guard(self._fetch_loop), name=f"fetch-{queue}"
         )
@@ -501,9 +501,11 @@ class Runner:
         *,
         url: str | None = None,
         max_delay: float = 5.0,
+        claims: bool = False,
     ) -> Link:
         """A connection to DATABASE_URL (or ``url``) with the settings' prepare threshold; its
-        retries end when ``stop`` (by default ``hurry``) is set."""
+        retries end when ``stop`` (by default ``hurry``) is set. A link that ``claims`` runs
+        nothing but claims (and LISTEN), and reuses their generic plans (see :class:`Link`)."""
         return Link(
             url or self.settings.database_url,
             name,
@@ -511,6 +513,7 @@ class Runner:
             max_delay=max_delay,
             prepare_threshold=self.settings.prepare_after,
             pooled=self.settings.pooled,
+            reuse_plans=claims,
         )
 
     def _set_state(self, state: str) -> None:
@@ -819,7 +822,7 @@ class Runner:
     # -- listener ------------------------------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        link = self._link("listener", self.stopping, url=self.settings.notify_url)
+        link = self._link("listener", self.stopping, url=self.settings.notify_url, claims=True)
         link.on_connect = self._on_listen_connect
         while not self.stopping.is_set():
             link.call(self._receive_notifications)

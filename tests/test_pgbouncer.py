@@ -89,7 +89,9 @@ def test_the_engine_and_web_code_keep_no_session_state() -> None:
                 where = f"{path.relative_to(ROOT)}:{line}"
                 if what == "a LISTEN" and where.startswith("jobqueue/runner.py"):
                     continue  # the listener, on PAUTA_LISTEN_URL (never through the pooler)
-                if what == "a session-level SET" and "SET jit" in match.group(0):
+                if what == "a session-level SET" and re.search(
+                    r"SET (jit|plan_cache_mode)", match.group(0)
+                ):
                     if where.startswith("jobqueue/connections.py"):
                         continue  # on a Link that is not pooled only (test_connections.py)
                 found.append(f"{where}: {what}")

@@ -6,6 +6,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.sql import SQL, Literal
 
 from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
 from tests.support.db import job_row, scalar
@@ -92,7 +93,34 @@ def test_paused_queue_yields_nothing_until_resumed(conn: Conn) -> None:
     assert len(store.claim("default", 10, "w1", 30)) == 1
 
 
-def test_claim_reads_only_jobs_live_beside_many_finished_jobs(conn: Conn) -> None:
+def explain(conn: Conn, statement: str, params: dict[str, Any], plan: str) -> str:
+    """EXPLAIN ANALYZE of a claim (rolled back): its ``custom`` plan, made for these values, or
+    its ``generic`` plan, made once for any values, which the worker's claiming connections
+    reuse (Link's ``reuse_plans``)."""
+    sql = JobStore(conn)._queries[statement].sql
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    with conn.transaction():
+        if plan == "custom":
+            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)  # type: ignore[operator]
+        else:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", sql)
+            conn.execute("PREPARE explained AS " + numbered)  # type: ignore[operator]
+            values = SQL(", ").join(Literal(params[name]) for name in names)
+            rows = conn.execute(
+                SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE explained ({})").format(values)
+            )
+        lines = "\n".join(row[0] for row in rows)
+        if plan == "generic":
+            conn.execute("DEALLOCATE explained")
+        conn.execute("ROLLBACK")  # EXPLAIN ANALYZE ran the update; undo it
+    # a generic plan compares with the parameter, not with the value
+    assert ("(queue = $1)" in lines) == (plan == "generic"), lines
+    return lines
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+def test_claim_reads_only_jobs_live_beside_many_finished_jobs(conn: Conn, plan: str) -> None:
     """The claim's plan names no partition but jobs_live (finished and dead jobs are never
     read, not even planned for), and takes the jobs through the claim index in order."""
     conn.execute(
@@ -105,20 +133,13 @@ def test_claim_reads_only_jobs_live_beside_many_finished_jobs(conn: Conn) -> Non
     )
     enqueue_many(conn, [JobRequest("noop")] * 50)
     conn.execute("ANALYZE jobs")
-    sql = JobStore(conn)._queries["job_claim"].sql
     params = {"queue": "default", "limit": 10, "worker": "w1", "lease_seconds": 30}
-    with conn.transaction():
-        plan = "\n".join(
-            row[0]
-            for row in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)  # type: ignore[operator]
-        )
-        conn.execute("ROLLBACK")  # EXPLAIN ANALYZE ran the update; undo it
-    assert "Index Scan using jobs_claim_idx on jobs_live" in plan, plan
-    read = set(re.findall(r"(?:Seq Scan|Index (?:Only )?Scan using \w+|Update) on (\w+)", plan))
-    assert read == {"jobs", "jobs_live", "queues"}, plan  # "Update on jobs": the parent named
-    assert "Sort" not in plan.split("Index Scan using jobs_claim_idx")[0].split("LockRows")[-1], (
-        plan
-    )
+    lines = explain(conn, "job_claim", params, plan)
+    assert "Index Scan using jobs_claim_idx on jobs_live" in lines, lines
+    read = set(re.findall(r"(?:Seq Scan|Index (?:Only )?Scan using \w+|Update) on (\w+)", lines))
+    assert read == {"jobs", "jobs_live", "queues"}, lines  # "Update on jobs": the parent named
+    before_lock = lines.split("Index Scan using jobs_claim_idx")[0].split("LockRows")[-1]
+    assert "Sort" not in before_lock, lines
 
 
 # -- the fair claim (job_claim_fair) ------------------------------------------------------------
@@ -187,7 +208,8 @@ def test_the_fair_claim_respects_a_pause(conn: Conn) -> None:
     assert len(store.claim("default", 10, "w1", 30, fair=True)) == 1
 
 
-def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn) -> None:
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn, plan: str) -> None:
     tenants = make_tenants(conn, 3)
     conn.execute(
         """
@@ -199,22 +221,16 @@ def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn)
     )
     enqueue_many(conn, [JobRequest("noop", tenant_id=t) for t in tenants for _ in range(50)])
     conn.execute("ANALYZE jobs")
-    sql = JobStore(conn)._queries["job_claim_fair"].sql
     params = {"queue": "default", "limit": 10, "worker": "w1", "lease_seconds": 30}
-    with conn.transaction():
-        plan = "\n".join(
-            row[0]
-            for row in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)  # type: ignore[operator]
-        )
-        conn.execute("ROLLBACK")  # EXPLAIN ANALYZE ran the update; undo it
-    read = set(re.findall(r"(?:Seq Scan|Index (?:Only )?Scan using \w+|Update) on (\w+)", plan))
-    assert read == {"jobs", "jobs_live", "queues"}, plan  # finished jobs: not even planned for
-    assert "Bitmap" not in plan, plan
-    walks = [line for line in plan.splitlines() if "Scan" in line and " on jobs_live " in line]
+    lines = explain(conn, "job_claim_fair", params, plan)
+    read = set(re.findall(r"(?:Seq Scan|Index (?:Only )?Scan using \w+|Update) on (\w+)", lines))
+    assert read == {"jobs", "jobs_live", "queues"}, lines  # finished jobs: not even planned for
+    assert "Bitmap" not in lines, lines
+    walks = [line for line in lines.splitlines() if "Scan" in line and " on jobs_live " in line]
     # the walk of tenants and each tenant's jobs by the claim index; the update's own lookup of
     # the picked rows is the one other read of jobs_live (by id, or all of a table this small)
-    assert sum("jobs_claim_tenant_idx" not in line for line in walks) == 1, plan
-    assert any("jobs_claim_tenant_idx on jobs_live next" in line for line in walks), plan
+    assert sum("jobs_claim_tenant_idx" not in line for line in walks) == 1, lines
+    assert any("jobs_claim_tenant_idx on jobs_live next" in line for line in walks), lines
 
 
 # -- rate limits: the token bucket in the queue's row ------------------------------------------

@@ -104,3 +104,28 @@ def test_the_engines_direct_connections_compile_no_jit(database_url: str) -> Non
     finally:
         direct.close()
         pooled.close()
+
+
+def test_only_a_claiming_link_not_pooled_forces_generic_plans(database_url: str) -> None:
+    """``reuse_plans`` applies to every statement of the session, unprepared ones too, so only
+    the links that claim ask for it; behind a transaction pooler the setting would land on
+    whichever server connection served it, so nothing is set there."""
+    stop = threading.Event()
+    links = {
+        "claiming": Link(database_url, "t", stop, reuse_plans=True),
+        "other": Link(database_url, "t", stop),
+        "claiming, pooled": Link(database_url, "t", stop, reuse_plans=True, pooled=True),
+    }
+    try:
+        modes = {
+            name: link.connect().execute("SHOW plan_cache_mode").fetchone()
+            for name, link in links.items()
+        }
+    finally:
+        for link in links.values():
+            link.close()
+    assert modes == {
+        "claiming": ("force_generic_plan",),
+        "other": ("auto",),
+        "claiming, pooled": ("auto",),
+    }

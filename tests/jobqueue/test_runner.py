@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from jobqueue import JobStore, TaskRegistry, enqueue
+from jobqueue import JobRequest, JobStore, TaskRegistry, enqueue, enqueue_many
 from jobqueue.connections import Link
 from jobqueue.runner import Runner
 from jobqueue.settings import WorkerSettings
@@ -120,3 +120,31 @@ def _processed(memory: MemoryTelemetry) -> dict[str, int]:
         for labels, point in memory.metric_points("pauta.jobs.processed")
         if labels["task"] == "noop"
     }
+
+
+CLAIM_PLANS = (
+    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+    " WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%'"
+)
+
+
+def test_the_fetch_link_reuses_the_claims_generic_plan(conn: Conn, database_url: str) -> None:
+    """Left to itself, PostgreSQL plans the claim afresh at every call (each custom plan's
+    estimate beats the generic one's); the consumer's fetch link keeps the generic plan, which
+    reads the same indexes (test_claim's EXPLAIN tests), and plans once; the other links leave
+    the choice to PostgreSQL. kills: fetch-link-custom-plans, every-link-reuses-plans"""
+    enqueue_many(conn, [JobRequest("noop")] * 100)
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
+    fetch = runner.consumers["default"]._link
+    other = runner._link("registry")
+    plans = {}
+    for name, link in (("fetch", fetch), ("other", other)):
+        for _ in range(8):
+            link.call(lambda store: store.claim("default", 2, runner.worker_id, 30))
+        assert link.connection is not None
+        plans[name] = link.connection.execute(CLAIM_PLANS).fetchall()
+        link.close()
+    # psycopg prepares the statement for its sixth run; that run and the two after it reuse the
+    # generic plan or plan afresh
+    assert plans == {"fetch": [(3, 0)], "other": [(0, 3)]}
+    assert len(JobStore(conn).claim("default", 100, "w1", 30)) == 100 - 2 * 8 * 2
