@@ -13,8 +13,11 @@ median of the rounds, and every round's figure):
   five runs on a direct connection) against the same statement sent unprepared each time, as
   behind PgBouncer (``PAUTA_POOLER``), in one transaction per job and all in one transaction
   (where the commit's WAL flush no longer hides the statement's own cost);
-- ``tenant_check``: what the tenant foreign key costs per row of 1,000-job ``job_insert_many``
-  calls: the plain foreign key, and no constraint at all (the floor; not a mode Pauta offers).
+- ``tenant_check``: what the tenant check costs per row of 1,000-job ``job_insert_many`` calls:
+  once per statement (0021_tenant_check), the foreign key it replaced (row by row), and no
+  check at all (the floor; not a mode Pauta offers);
+- ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over, with the claim
+  planned afresh at every call against its generic plan reused.
 
 COPY is not in the engine: it measured no faster than the INSERT (the rows' cost is the
 indexes and the foreign key, not parsing the statement), so it lives here as the measured
@@ -22,6 +25,7 @@ alternative.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -29,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -150,28 +155,45 @@ def single(url: str, jobs: int, rounds: int, out: Any) -> None:
 
 
 def tenant_check(url: str, jobs: int, rounds: int, out: Any) -> None:
+    """1,000-job ``job_insert_many`` calls with the tenant checked once per statement (migration
+    0021), with the foreign key that checked it row by row before (and the statement trigger
+    without the check), and with no check at all (the floor; not a mode Pauta offers). The
+    older schemas are put in place inside a transaction that is rolled back."""
     new_jobs, payloads = batch(1000)
     array = "[" + ",".join(payloads) + "]"
-    figures: dict[str, list[float]] = {"foreign key": [], "none (floor)": []}
+    without_check = _migration("0021_tenant_check").AFTER_INSERT_BEFORE
+    schemas = {
+        "per-statement check (0021)": [],
+        "per-row foreign key (before 0021)": [
+            without_check,
+            "ALTER TABLE jobs ADD CONSTRAINT jobs_tenant_id_fkey"
+            " FOREIGN KEY (tenant_id) REFERENCES tenants (id)",
+        ],
+        "none (floor)": [without_check],
+    }
+    figures: dict[str, list[float]] = {name: [] for name in schemas}
     with psycopg.connect(url, autocommit=True) as conn:
         store = JobStore(conn)
         for _ in range(rounds):
-            conn.execute("TRUNCATE jobs CASCADE")
-            figures["foreign key"].append(
-                rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
-            )
-            conn.execute("TRUNCATE jobs CASCADE")
-            with conn.transaction():
-                conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_tenant_id_fkey")
-                figures["none (floor)"].append(
-                    rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
-                )
-                conn.execute(
-                    "ALTER TABLE jobs ADD CONSTRAINT jobs_tenant_id_fkey"
-                    " FOREIGN KEY (tenant_id) REFERENCES tenants (id)"
-                )
+            for name, statements in schemas.items():
+                conn.execute("TRUNCATE jobs CASCADE")
+                with conn.transaction(force_rollback=True):
+                    for statement in statements:
+                        conn.execute(statement)
+                    figures[name].append(
+                        rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
+                    )
     for constraint, values in figures.items():
         emit(out, _record("tenant_check", constraint, values, batch=1000))
+
+
+def _migration(name: str) -> Any:
+    path = Path(__file__).resolve().parent.parent / "migrations" / "versions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def claim(url: str, jobs: int, rounds: int, out: Any) -> None:

@@ -90,7 +90,8 @@ class Job(db.Model):
 
     # primary_key for the ORM only (see above); the default is nextval('jobs_id_seq')
     id: Mapped[int] = mapped_column(BigInteger, Sequence("jobs_id_seq"), primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
+    # a tenants.id, by the tenant check's triggers (0021_tenant_check), not a foreign key
+    tenant_id: Mapped[int] = mapped_column(BigInteger)
     queue: Mapped[str] = mapped_column(Text)
     task: Mapped[str] = mapped_column(Text)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))

@@ -80,3 +80,21 @@ def test_a_batch_write_touches_rows_in_proportion_to_the_batch(conn: Conn, state
     # n rows through a handful of nodes and a pass over jobs_live at most, not n x n (2,000,000)
     assert rows_touched(plan) < 5 * JOBS, plan
     assert filtered_by_subplan(plan) == [], plan
+
+
+def test_a_finish_checks_no_tenant_per_job_it_moves_out_of_the_live_table(conn: Conn) -> None:
+    """A cross-partition update is a delete and an insert, and the tenant foreign key checked
+    each moved row's tenant again (a seventh of job_finish's time); the tenant check runs on
+    inserts only, and a moved job keeps its tenant. Triggers left: one call per statement."""
+    enqueue_many(conn, [JobRequest("noop")] * 100)
+    held = JobStore(conn).claim("default", 100, "w1", 30)
+    params = {
+        "ids": sorted(job.id for job in held),
+        "attempts": [1] * len(held),
+        "worker": "w1",
+        **EXTRA_PARAMS["job_finish"](len(held)),
+    }
+    plan = explain(conn, "job_finish", params)
+    moved = [n for n in nodes(plan["Plan"]) if n.get("Node Type") == "ModifyTable"]
+    assert moved and plan["Triggers"], plan
+    assert {t["Trigger Name"]: t["Calls"] for t in plan["Triggers"] if t["Calls"] > 1} == {}, plan

@@ -179,6 +179,12 @@ def test_text_that_only_looks_like_a_nul_escape_is_stored_as_given(conn: Conn) -
     )
 
 
-def test_unknown_tenant_is_refused_by_the_foreign_key(conn: Conn) -> None:
-    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+def test_unknown_tenant_is_refused_by_the_tenant_check(conn: Conn) -> None:
+    """One statement, one check (tests/jobqueue/test_tenant_check.py): a batch with one unknown
+    tenant among known ones is refused whole."""
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="there is no tenant 999999"):
         enqueue(conn, "noop", tenant_id=999_999)
+    requests = [JobRequest("noop", tenant_id=1), JobRequest("noop", tenant_id=999_998)]
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="there is no tenant 999998"):
+        enqueue_many(conn, requests)
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
