@@ -16,8 +16,8 @@ median of the rounds, and every round's figure):
 - ``tenant_check``: what the tenant check costs per row of 1,000-job ``job_insert_many`` calls:
   once per statement (0021_tenant_check), the foreign key it replaced (row by row), and no
   check at all (the floor; not a mode Pauta offers);
-- ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over, with the claim
-  planned afresh at every call against its generic plan reused.
+- ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over: the claim planned
+  afresh at every call or its generic plan reused, with the tenant's foreign key or without.
 
 COPY is not in the engine: it measured no faster than the INSERT (the rows' cost is the
 indexes and the foreign key, not parsing the statement), so it lives here as the measured
@@ -65,6 +65,11 @@ COPY jobs (id, tenant_id, queue, task, payload, priority, max_attempts, availabl
            trace_context, timeout_seconds)
 FROM STDIN (FORMAT BINARY)
 """
+ADD_FOREIGN_KEY = (
+    "ALTER TABLE jobs ADD CONSTRAINT jobs_tenant_id_fkey"
+    " FOREIGN KEY (tenant_id) REFERENCES tenants (id)"
+)
+
 COPY_TYPES = ["int8", "int8", "text", "text", "jsonb", "int2", "int4", "timestamptz", "jsonb"]
 
 
@@ -166,8 +171,7 @@ def tenant_check(url: str, jobs: int, rounds: int, out: Any) -> None:
         "per-statement check (0021)": [],
         "per-row foreign key (before 0021)": [
             without_check,
-            "ALTER TABLE jobs ADD CONSTRAINT jobs_tenant_id_fkey"
-            " FOREIGN KEY (tenant_id) REFERENCES tenants (id)",
+            ADD_FOREIGN_KEY,
         ],
         "none (floor)": [without_check],
     }
@@ -196,17 +200,26 @@ def _migration(name: str) -> Any:
     return module
 
 
+# (label, the claim's plan_cache_mode, the tenant foreign key in place)
+CLAIM_VARIANTS = [
+    ("claim planned each call, per-row foreign key (before 2026-12-02)", "auto", True),
+    ("claim's generic plan, per-row foreign key", "force_generic_plan", True),
+    ("claim's generic plan, per-statement tenant check (now)", "force_generic_plan", False),
+]
+
+
 def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
     """Claim 10 and finish them, over and over, on two connections as the runner does (its
-    fetch link claims, its completer finishes): the claim planned afresh at every call (what
-    PostgreSQL chose on its own: each custom plan's estimate beat the generic one's) against
-    its generic plan, reused."""
+    fetch link claims, its completer finishes), in three variants: the claim planned afresh at
+    every call (what PostgreSQL chose on its own: each custom plan's estimate beat the generic
+    one's) or its generic plan reused; and the tenant's foreign key in place (which also checked
+    each job the finish moved out of jobs_live) or not (0021's check runs on inserts only)."""
     new_jobs, payloads = batch(1000)
     array = "[" + ",".join(payloads) + "]"
     figures: dict[str, list[float]] = {}
     medians: dict[str, list[float]] = {}
     for _ in range(rounds):
-        for mode in ("auto", "force_generic_plan"):
+        for label, mode, foreign_key in CLAIM_VARIANTS:
             with (
                 psycopg.connect(url, autocommit=True) as claiming,
                 psycopg.connect(url, autocommit=True) as finishing,
@@ -218,6 +231,8 @@ def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
                 finishing.execute("TRUNCATE jobs CASCADE")
                 for _ in range(jobs // 1000):
                     finisher.insert_jobs(new_jobs, array)
+                if foreign_key:
+                    finishing.execute(ADD_FOREIGN_KEY)
                 finishing.execute("VACUUM ANALYZE jobs_live")
 
                 claim_ms: list[float] = []
@@ -229,17 +244,19 @@ def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
                     done = [AttemptResult(job, "succeeded", None, None, 0, 0) for job in claimed]
                     finisher.finish(done, "bench")  # noqa: B023
 
-                figures.setdefault(mode, []).append(rate(cycle, jobs, 10))
-                medians.setdefault(mode, []).append(statistics.median(claim_ms))
-    for mode, values in figures.items():
+                figures.setdefault(label, []).append(rate(cycle, jobs, 10))
+                medians.setdefault(label, []).append(statistics.median(claim_ms))
+                if foreign_key:
+                    finishing.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_tenant_id_fkey")
+    for label, values in figures.items():
         emit(
             out,
             _record(
                 "claim",
-                f"job_claim plan_cache_mode={mode}",
+                label,
                 values,
                 batch=10,
-                claim_ms_median=[round(m, 3) for m in medians[mode]],
+                claim_ms_median=[round(m, 3) for m in medians[label]],
             ),
         )
 
