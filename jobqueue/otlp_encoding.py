@@ -111,12 +111,22 @@ def _attribute(tag: bytes, key: str, value: Any) -> bytes:
     except KeyError:
         pass
     except TypeError:  # a list: not hashable, not kept
-        return _field(tag, _pair(key, value))
-    framed = _field(tag, _pair(key, value))
+        return _framed_pair(tag, key, value)
+    framed = _framed_pair(tag, key, value)
     if len(_framed) >= _FRAMED_LIMIT:
         _framed.clear()
     _framed[cache_key] = framed
     return framed
+
+
+def _framed_pair(tag: bytes, key: str, value: Any) -> bytes:
+    """The attribute's field; one that cannot be encoded (text with a lone surrogate) is left
+    out and logged, as the official encoder does, and the span goes on without it."""
+    try:
+        return _field(tag, _pair(key, value))
+    except Exception:
+        log.exception("Failed to encode key %s", key)
+        return b""
 
 
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:

@@ -170,3 +170,13 @@ def test_the_worker_exports_spans_over_http_with_this_encoder_to_a_real_receiver
         SpanKind.CONSUMER.value + 1,  # the protocol's numbering: 0 is "unspecified"
         attributes,
     )
+
+
+def test_an_attribute_that_cannot_be_encoded_is_left_out_as_the_official_encoder_does() -> None:
+    """Text with a lone surrogate has no UTF-8: the official encoder logs it and drops that
+    attribute alone; the span and the batch go on."""
+    made, exporter = provider()
+    made.get_tracer("t").start_span("x", attributes={"bad": "b\ud800", "ok": 1}).end()
+    spans = list(exporter.get_finished_spans())
+    assert_same_bytes(spans)
+    assert len(ExportTraceServiceRequest.FromString(encode_spans(spans)).resource_spans) == 1
