@@ -31,7 +31,24 @@ down_revision = "0020_pair_copy_out"
 branch_labels = None
 depends_on = None
 
-AFTER_INSERT = """
+# jobs_after_insert() as 0001_engine wrote it, which the check goes before: each queue of the
+# statement gets its row, and a notification when a job of it is visible now.
+WAKE_QUEUES = """
+    FOR queue_name, visible IN
+        SELECT queue, bool_or(available_at <= now()) FROM new_jobs GROUP BY queue
+    LOOP
+        INSERT INTO queues (name) VALUES (queue_name) ON CONFLICT (name) DO NOTHING;
+        IF visible THEN
+            PERFORM pg_notify('pauta_jobs', queue_name);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+"""
+
+AFTER_INSERT = (
+    """
 CREATE OR REPLACE FUNCTION jobs_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     queue_name text;
@@ -55,18 +72,11 @@ BEGIN
                 CONSTRAINT = 'jobs_tenant_check', TABLE = 'jobs';
         END IF;
     END IF;
-    FOR queue_name, visible IN
-        SELECT queue, bool_or(available_at <= now()) FROM new_jobs GROUP BY queue
-    LOOP
-        INSERT INTO queues (name) VALUES (queue_name) ON CONFLICT (name) DO NOTHING;
-        IF visible THEN
-            PERFORM pg_notify('pauta_jobs', queue_name);
-        END IF;
-    END LOOP;
-    RETURN NULL;
-END;
-$$;
+"""  # noqa: S608 - two constant texts of this file
+    + WAKE_QUEUES
+)
 
+TENANT_TRIGGERS = """
 CREATE FUNCTION jobs_tenant_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM tenants WHERE id = NEW.tenant_id FOR KEY SHARE;
@@ -121,29 +131,21 @@ BEFORE TRUNCATE ON tenants
 FOR EACH STATEMENT EXECUTE FUNCTION tenants_referenced_by_jobs();
 """
 
-AFTER_INSERT_BEFORE = """
+AFTER_INSERT_BEFORE = (
+    """
 CREATE OR REPLACE FUNCTION jobs_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     queue_name text;
     visible boolean;
-BEGIN
-    FOR queue_name, visible IN
-        SELECT queue, bool_or(available_at <= now()) FROM new_jobs GROUP BY queue
-    LOOP
-        INSERT INTO queues (name) VALUES (queue_name) ON CONFLICT (name) DO NOTHING;
-        IF visible THEN
-            PERFORM pg_notify('pauta_jobs', queue_name);
-        END IF;
-    END LOOP;
-    RETURN NULL;
-END;
-$$;
-"""
+BEGIN"""
+    + WAKE_QUEUES
+)
 
 
 def upgrade() -> None:
     op.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_tenant_id_fkey")
     op.execute(AFTER_INSERT)
+    op.execute(TENANT_TRIGGERS)
 
 
 def downgrade() -> None:
