@@ -16,6 +16,8 @@ median of the rounds, and every round's figure):
 - ``tenant_check``: what the tenant check costs per row of 1,000-job ``job_insert_many`` calls:
   once per statement (0021_tenant_check), the foreign key it replaced (row by row), and no
   check at all (the floor; not a mode Pauta offers);
+- ``insert_trigger``: what ``jobs_after_insert()`` costs a one-job and a 1,000-job insert: its
+  work in one statement (0022_insert_trigger), one statement per step (0021), and nothing;
 - ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over: the claim planned
   afresh at every call or its generic plan reused, with the tenant's foreign key or without.
 
@@ -191,6 +193,52 @@ def tenant_check(url: str, jobs: int, rounds: int, out: Any) -> None:
         emit(out, _record("tenant_check", constraint, values, batch=1000))
 
 
+NO_TRIGGER_WORK = """
+CREATE OR REPLACE FUNCTION jobs_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NULL;
+END;
+$$;
+"""
+
+
+def insert_trigger(url: str, jobs: int, rounds: int, out: Any) -> None:
+    """What ``jobs_after_insert()`` costs a one-job enqueue (one transaction each, as
+    bench.pauta_system's single enqueue) and a 1,000-job one: its work in one statement
+    (0022), one statement per step (0021), and a function that does nothing (the floor; not a
+    mode Pauta offers: no tenant check, no queue row, no wake-up). Each is put in place with
+    CREATE OR REPLACE, alternating round by round; 0022's is put back at the end."""
+    functions = {
+        "one statement (0022)": _migration("0022_insert_trigger").AFTER_INSERT,
+        "one statement per step (0021)": _migration("0021_tenant_check").AFTER_INSERT,
+        "does nothing (floor)": NO_TRIGGER_WORK,
+    }
+    new_job = _prepare(JobRequest(TASK, {"seq": 1}), TaskRegistry())
+    payload = _payload_json(TASK, {"seq": 1}, 256 * 1024)
+    new_jobs, payloads = batch(1000)
+    array = "[" + ",".join(payloads) + "]"
+    single_jobs = max(jobs // 10, 100)
+    figures: dict[tuple[str, str], list[float]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        store = JobStore(conn)
+        try:
+            for _ in range(rounds):
+                for name, function in functions.items():
+                    conn.execute(function)
+                    conn.execute("TRUNCATE jobs CASCADE")
+                    rate(lambda: store.insert_job(new_job, payload), 100, 1)
+                    figures.setdefault((name, "1"), []).append(
+                        rate(lambda: store.insert_job(new_job, payload), single_jobs, 1)
+                    )
+                    figures.setdefault((name, "1000"), []).append(
+                        rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
+                    )
+        finally:
+            conn.execute(functions["one statement (0022)"])
+    for (name, size), values in figures.items():
+        emit(out, _record("insert_trigger", name, values, batch=int(size)))
+
+
 def _migration(name: str) -> Any:
     path = Path(__file__).resolve().parent.parent / "migrations" / "versions" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -275,7 +323,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.hot_statements", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", choices=("bulk", "single", "tenant_check", "claim"))
+    parser.add_argument(
+        "--only", choices=("bulk", "single", "tenant_check", "insert_trigger", "claim")
+    )
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args(argv)
     server = os.environ.get("DATABASE_URL")
@@ -289,6 +339,7 @@ def main(argv: list[str]) -> int:
                 ("bulk", bulk),
                 ("single", single),
                 ("tenant_check", tenant_check),
+                ("insert_trigger", insert_trigger),
                 ("claim", claim),
             ):
                 if args.only in (None, name):

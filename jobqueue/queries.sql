@@ -253,9 +253,9 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 WITH result AS (
     SELECT *
     FROM unnest(
-        %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
-        %(tracebacks)s::text[], %(retry_delays)s::float8[], %(durations)s::float8[],
-        %(trace_ids)s::text[]
+        %(ids)b::bigint[], %(attempts)b::int[], %(outcomes)b::text[], %(errors)b::text[],
+        %(tracebacks)b::text[], %(retry_delays)b::float8[], %(durations)b::float8[],
+        %(trace_ids)b::text[]
     ) AS result (id, attempt, outcome, error, traceback, retry_delay, duration, trace_id)
 ), locked AS MATERIALIZED (
     SELECT result.*, held.visible_at

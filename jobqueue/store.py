@@ -211,8 +211,9 @@ class JobStore:
             "outcomes": [r.outcome for r in results],
             "errors": [r.error for r in results],
             "tracebacks": [r.traceback for r in results],
-            "retry_delays": [r.retry_delay for r in results],
-            "durations": [r.duration for r in results],
+            # binary arrays (their dumping costs half the text's); one type per array
+            "retry_delays": [float(r.retry_delay) for r in results],
+            "durations": [float(r.duration) for r in results],
             "trace_ids": [r.trace_id for r in results],
             "worker": worker,
         }

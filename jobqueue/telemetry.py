@@ -32,13 +32,25 @@ if TYPE_CHECKING:
 MESSAGING_SYSTEM = "pauta"
 _propagator = TraceContextTextMapPropagator()  # W3C trace context only: no baggage
 _configured_pid: int | None = None
+# This process's id, read again in a forked child: ``os.getpid()`` is a system call, and
+# active() is asked several times an attempt (a twentieth of a workflow slice's CPU here).
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 log = logging.getLogger("jobqueue.telemetry")
 
 
 def active() -> bool:
-    """Whether this process exports telemetry (checked before doing any tracing work)."""
-    return _configured_pid == os.getpid()
+    """Whether this process exports telemetry (checked before doing any tracing work); a child
+    forked from a process that does is not active until it configures its own."""
+    return _configured_pid == _pid
 
 
 def endpoint_configured(environ: Mapping[str, str]) -> bool:
@@ -80,7 +92,7 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     reader = PeriodicExportingMetricReader(metric_exporter)  # OTEL_METRIC_EXPORT_INTERVAL
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
     install_log_correlation()
-    _configured_pid = os.getpid()
+    _configured_pid = _pid
     log.info("exporting traces and metrics over OTLP as %s", resource.attributes[SERVICE_NAME])
     return True
 
@@ -107,7 +119,7 @@ def _exporters(environ: Mapping[str, str]) -> tuple[Any, Any]:
 def mark_active_for_tests() -> None:
     """Treat this process as exporting, with whatever providers the caller installed."""
     global _configured_pid
-    _configured_pid = os.getpid()
+    _configured_pid = _pid
 
 
 # -- traces --------------------------------------------------------------------------------------

@@ -92,6 +92,32 @@ def test_finish_writes_the_result_one_attempt_row_and_its_count(conn: Conn) -> N
                   " job_stats_minute", attempt["finished_at"])  # fmt: skip
 
 
+def test_a_batch_of_mixed_results_is_written_whole(conn: Conn) -> None:
+    """The batch goes as binary arrays, one type each: a whole-number delay or run time beside
+    fractional ones, text beside NULLs, all written as given. kills: finish-delays-as-given"""
+    store = JobStore(conn)
+    ids = [enqueue(conn, "noop") for _ in range(3)]
+    store.claim("default", 3, "w1", 30)
+    results = [
+        AttemptResult(claimed(ids[0], 1), "succeeded", None, None, 0, 1),
+        AttemptResult(claimed(ids[1], 1), "failed", "OSError: é", "Traceback ✓", 60, 0.5),
+        AttemptResult(claimed(ids[2], 1), "failed", "", None, 1.5, 0.25),
+    ]
+    written = store.finish(results, "w1")
+    assert {key: w.how for key, w in written.items()} == {(i, 1): "written" for i in ids}
+    rows = conn.execute(
+        "SELECT a.outcome, a.error, a.traceback, extract(epoch FROM a.duration)::float8,"
+        " extract(epoch FROM j.available_at - a.finished_at)::int"
+        " FROM job_attempts a JOIN jobs j ON j.id = a.job_id ORDER BY a.job_id"
+    ).fetchall()
+    assert [row[:4] for row in rows] == [
+        ("succeeded", None, None, 1.0),
+        ("failed", "OSError: é", "Traceback ✓", 0.5),
+        ("failed", "", None, 0.25),
+    ]
+    assert [row[4] for row in rows[1:]] == [60, 2]  # retried after the delays given (1.5 s: 2)
+
+
 def test_the_retry_schedule_grows_and_caps_through_the_real_path(conn: Conn) -> None:
     """A task that always fails, run by run_job and written by job_finish: after each attempt,
     jobs.available_at minus that attempt's finished_at is exactly the policy's ceiling.

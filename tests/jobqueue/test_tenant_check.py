@@ -1,4 +1,5 @@
-"""The tenant of a job, checked once per statement (migration 0021_tenant_check): what the
+"""The tenant of a job, checked once per statement (migrations 0021_tenant_check and
+0022_insert_trigger): what the
 foreign key guaranteed, row by row, still holds: a job's tenant exists when the job commits,
 and a tenant goes only when no job references it, whatever runs at the same time."""
 
@@ -47,6 +48,32 @@ def test_a_tenant_goes_only_when_no_job_of_any_state_references_it(conn: Conn) -
     conn.execute("DELETE FROM jobs WHERE tenant_id = %s", (tenant,))
     conn.execute("DELETE FROM tenants WHERE id = %s", (tenant,))
     assert scalar(conn, "SELECT count(*) FROM tenants WHERE id = %s", tenant) == 0
+
+
+def test_a_statement_of_several_tenants_and_queues_is_checked_as_a_whole(
+    conn: Conn, database_url: str
+) -> None:
+    """Each tenant counts once however many queues its jobs go to; one missing tenant among
+    them refuses the statement, naming it, and leaves no job, queue row or wake-up behind.
+    kills: insert-trigger-counts-pairs, tenant-check-never-refuses"""
+    acme, other = new_tenant(conn, "acme"), new_tenant(conn, "other")
+    requests = [
+        JobRequest("noop", tenant_id=tenant, queue=queue)
+        for tenant in (acme, other)
+        for queue in ("mail", "reports", "mail")
+    ]
+    assert len(enqueue_many(conn, requests)) == 6
+    assert (jobs_of(conn, acme), jobs_of(conn, other)) == (3, 3)
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN pauta_jobs")
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="there is no tenant 424242"):
+            enqueue_many(
+                conn,
+                [*requests, JobRequest("noop", tenant_id=424242, queue="exports")],
+            )
+        assert list(listener.notifies(timeout=0.3)) == []
+    assert (jobs_of(conn, acme), jobs_of(conn, other)) == (3, 3)
+    assert scalar(conn, "SELECT count(*) FROM queues WHERE name = 'exports'") == 0
 
 
 def test_a_job_cannot_be_moved_to_a_tenant_that_does_not_exist(conn: Conn) -> None:
