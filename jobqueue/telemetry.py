@@ -33,7 +33,7 @@ MESSAGING_SYSTEM = "pauta"
 _propagator = TraceContextTextMapPropagator()  # W3C trace context only: no baggage
 _configured_pid: int | None = None
 # This process's id, read again in a forked child: ``os.getpid()`` is a system call, and
-# active() is asked several times an attempt (a twentieth of a workflow slice's CPU here).
+# active() is asked several times an attempt.
 _pid = os.getpid()
 
 
