@@ -138,14 +138,17 @@ WITH RECURSIVE priorities AS (
     FROM bucket
     WHERE queues.name = %(queue)s
 )
+-- The picked jobs are looked up by id. Joined to picked instead, the planner, which cannot see
+-- how few a claim picks, hashed the whole live table once the queue was long: 13 ms a claim
+-- against 0.9 with 50,000 jobs waiting (tests/jobqueue/test_claim.py).
 UPDATE jobs
 SET state = 'running',
     attempt = jobs.attempt + 1,
     locked_by = %(worker)s,
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
-FROM picked
-WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
+WHERE jobs.id = ANY (ARRAY(SELECT id FROM picked))
+  AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
@@ -220,14 +223,17 @@ WITH RECURSIVE tenants AS (
     FROM bucket
     WHERE queues.name = %(queue)s
 )
+-- The picked jobs are looked up by id. Joined to picked instead, the planner, which cannot see
+-- how few a claim picks, hashed the whole live table once the queue was long: 13 ms a claim
+-- against 0.9 with 50,000 jobs waiting (tests/jobqueue/test_claim.py).
 UPDATE jobs
 SET state = 'running',
     attempt = jobs.attempt + 1,
     locked_by = %(worker)s,
     started_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s::float8)
-FROM picked
-WHERE jobs.id = picked.id AND jobs.state IN ('available', 'running')  -- see job_finish
+WHERE jobs.id = ANY (ARRAY(SELECT id FROM picked))
+  AND jobs.state IN ('available', 'running')  -- see job_finish
 RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
           jobs.attempt, jobs.max_attempts, jobs.available_at, jobs.started_at, jobs.trace_context,
           jobs.timeout_seconds
