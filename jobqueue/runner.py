@@ -193,6 +193,18 @@ class Consumer:
         if not self.runner.stopping.is_set():
             self._claim_with(lambda claim: claim(store))
 
+    def prepare_claim(self, store: JobStore) -> None:
+        """Run the claim for no job on ``store``'s connection, which prepares and plans it there
+        (and loads what the server needs to plan it): the first real claim, when the listener is
+        woken for a job, then finds its plan made."""
+        store.claim(
+            self.queue,
+            0,
+            self.runner.worker_id,
+            self.runner.settings.lease_seconds,
+            self.runner.settings.fair_tenants,
+        )
+
     def _claim_with(self, run: Callable[[Callable[[JobStore], list[ClaimedJob]]], Any]) -> bool:
         """Claim for the free slots, running the claim through ``run`` (a connection's way of
         calling a store). Returns True when every slot asked for was filled.
@@ -838,6 +850,8 @@ class Runner:
                 consumer.claim_now(store)
 
     def _on_listen_connect(self, connection: psycopg.Connection[Any]) -> None:
+        for consumer in list(self.consumers.values())[:1]:  # one statement serves every queue
+            consumer.prepare_claim(JobStore(connection))
         connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
         self._listening.set()
         for consumer in self.consumers.values():  # notifications may have been missed

@@ -122,9 +122,9 @@ def _processed(memory: MemoryTelemetry) -> dict[str, int]:
     }
 
 
-CLAIM_PLANS = (
+CLAIM_PLANS = (  # a claim's plans; this query is prepared too, where everything is at once
     "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-    " WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%'"
+    " WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%' AND statement NOT LIKE '%%pg_prepared%%'"
 )
 
 
@@ -144,7 +144,23 @@ def test_the_fetch_link_reuses_the_claims_generic_plan(conn: Conn, database_url:
         assert link.connection is not None
         plans[name] = link.connection.execute(CLAIM_PLANS).fetchall()
         link.close()
-    # psycopg prepares the statement for its sixth run; that run and the two after it reuse the
-    # generic plan or plan afresh
-    assert plans == {"fetch": [(3, 0)], "other": [(0, 3)]}
+    # a claiming link prepares the claim at its first run, and each run reuses the generic
+    # plan; elsewhere psycopg prepares a statement for its sixth run, and that run and the two
+    # after it plan afresh
+    assert plans == {"fetch": [(8, 0)], "other": [(0, 3)]}
     assert len(JobStore(conn).claim("default", 100, "w1", 30)) == 100 - 2 * 8 * 2
+
+
+def test_the_listener_has_the_claim_planned_before_the_first_job(database_url: str) -> None:
+    """The listener claims only when woken for a job; its first claims, planned afresh at
+    first, were the slowest pickups of a latency run. Once connected it has run the claim for
+    no job, so the statement is prepared and its plan made. kills: listener-claim-unprepared,
+    claiming-link-prepares-late"""
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
+    link = runner._link("listener", claims=True)
+    link.on_connect = runner._on_listen_connect
+    connection = link.connect()
+    assert connection.execute(CLAIM_PLANS).fetchall() == [(1, 0)]
+    link.call(runner.consumers["default"].claim_now)  # what the listener runs when woken
+    assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]
+    link.close()
