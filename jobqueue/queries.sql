@@ -487,7 +487,10 @@ WITH expired AS MATERIALIZED (
         locked_by = NULL,
         lease_expires_at = NULL
     FROM expired
-    WHERE jobs.id = expired.id AND jobs.state IN ('available', 'running')
+    -- by id from the array too: the join alone let the planner hash the whole live table (see
+    -- job_claim), 37 ms to rescue 1,000 jobs beside 50,000 waiting
+    WHERE jobs.id = ANY (ARRAY(SELECT id FROM expired)) AND jobs.id = expired.id
+      AND jobs.state IN ('available', 'running')
     RETURNING jobs.id, jobs.queue, jobs.tenant_id, jobs.state, jobs.last_error, expired.attempt,
               expired.locked_by, expired.started_at, expired.lease_expires_at
 ), history AS (

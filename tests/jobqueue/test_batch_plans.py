@@ -98,3 +98,23 @@ def test_a_finish_checks_no_tenant_per_job_it_moves_out_of_the_live_table(conn: 
     moved = [n for n in nodes(plan["Plan"]) if n.get("Node Type") == "ModifyTable"]
     assert moved and plan["Triggers"], plan
     assert {t["Trigger Name"]: t["Calls"] for t in plan["Triggers"] if t["Calls"] > 1} == {}, plan
+
+
+def test_the_rescue_reads_the_live_table_by_id_however_long_the_queue(conn: Conn) -> None:
+    """Joined to the expired leases alone, the rescue's update let the planner hash the whole
+    live table (as the claims' did). kills: rescue-joins-expired"""
+    conn.execute(
+        "INSERT INTO jobs (tenant_id, queue, task)"
+        " SELECT 1, 'default', 'noop' FROM generate_series(1, 50000)"
+    )
+    conn.execute(
+        "UPDATE jobs SET state = 'running', attempt = 1, locked_by = 'w1', started_at = now(),"
+        " lease_expires_at = now() + CASE WHEN id % 25 = 0 THEN interval '-1 minute'"
+        " ELSE interval '1 minute' END WHERE id % 2 = 0"
+    )
+    conn.execute("ANALYZE jobs")
+    plan = explain(conn, "job_rescue_expired", {"limit": 1000})
+    scans = {(n["Node Type"], n.get("Relation Name")) for n in nodes(plan["Plan"])}
+    assert ("Seq Scan", "jobs_live") not in scans, plan
+    assert ("Index Scan", "jobs_live") in scans, plan
+    assert plan["Plan"]["Plans"] and rows_touched(plan) < 20_000, plan
