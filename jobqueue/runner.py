@@ -197,12 +197,12 @@ class Consumer:
         """Run the claim for no job on ``store``'s connection, which prepares and plans it there
         (and loads what the server needs to plan it): the first real claim, when the listener is
         woken for a job, then finds its plan made."""
-        store.claim(
-            self.queue,
-            0,
-            self.runner.worker_id,
-            self.runner.settings.lease_seconds,
-            self.runner.settings.fair_tenants,
+        self._claim(store, 0)
+
+    def _claim(self, store: JobStore, limit: int) -> list[ClaimedJob]:
+        settings = self.runner.settings
+        return store.claim(
+            self.queue, limit, self.runner.worker_id, settings.lease_seconds, settings.fair_tenants
         )
 
     def _claim_with(self, run: Callable[[Callable[[JobStore], list[ClaimedJob]]], Any]) -> bool:
@@ -222,18 +222,7 @@ class Consumer:
         started = time.perf_counter()
         lease_from = time.monotonic()  # the lease runs from no later than this
         try:
-            jobs = (
-                run(
-                    lambda store: store.claim(
-                        self.queue,
-                        free,
-                        runner.worker_id,
-                        runner.settings.lease_seconds,
-                        runner.settings.fair_tenants,
-                    )
-                )
-                or []
-            )
+            jobs = run(lambda store: self._claim(store, free)) or []
         finally:
             with self._lock:
                 self._outstanding -= free - len(jobs)
@@ -850,8 +839,9 @@ class Runner:
                 consumer.claim_now(store)
 
     def _on_listen_connect(self, connection: psycopg.Connection[Any]) -> None:
-        for consumer in list(self.consumers.values())[:1]:  # one statement serves every queue
-            consumer.prepare_claim(JobStore(connection))
+        first = next(iter(self.consumers.values()), None)
+        if first is not None:  # one claim statement serves every queue
+            first.prepare_claim(JobStore(connection))
         connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
         self._listening.set()
         for consumer in self.consumers.values():  # notifications may have been missed
