@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, metrics, trace
@@ -125,17 +126,40 @@ def mark_active_for_tests() -> None:
 # -- traces --------------------------------------------------------------------------------------
 
 
-_cached_tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
+RootSpanStart = Callable[[str, SpanKind, dict[str, Any], list[Link]], trace.Span]
+_cached_tracer: tuple[trace.TracerProvider, trace.Tracer, RootSpanStart] | None = None
 
 
-def _tracer() -> trace.Tracer:
-    """The engine's tracer from the current provider, made once per provider: getting a tracer
-    builds an instrumentation scope and cost about a sixth of a no-op attempt with tracing on."""
+def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
+    """The engine's tracer from the current provider, made once per provider (getting a tracer
+    builds an instrumentation scope and cost about a sixth of a no-op attempt with tracing on),
+    and how an attempt's span, the root of a new trace, is started with it: as a lighter
+    :class:`~jobqueue.attempt_span.AttemptSpan` when the tracer is the SDK's."""
     global _cached_tracer
     provider = trace.get_tracer_provider()
     if _cached_tracer is None or _cached_tracer[0] is not provider:
-        _cached_tracer = (provider, provider.get_tracer("pauta.jobqueue"))
-    return _cached_tracer[1]
+        from opentelemetry.sdk.trace import Tracer
+
+        from jobqueue.attempt_span import start_root_span
+
+        tracer = provider.get_tracer("pauta.jobqueue")
+        if isinstance(tracer, Tracer):
+            start: RootSpanStart = partial(start_root_span, tracer)
+        else:
+
+            def start(
+                name: str, kind: SpanKind, attributes: dict[str, Any], links: list[Link]
+            ) -> trace.Span:
+                return tracer.start_span(
+                    name, context.Context(), kind, attributes=attributes, links=links
+                )
+
+        _cached_tracer = (provider, tracer, start)
+    return _cached_tracer[1], _cached_tracer[2]
+
+
+def _tracer() -> trace.Tracer:
+    return _tracer_and_root_start()[0]
 
 
 @contextmanager
@@ -187,13 +211,7 @@ def consumer(job: "ClaimedJob", trace_context: Mapping[str, str] | None) -> Iter
         "pauta.tenant.id": job.tenant_id,
     }
     # A new trace per attempt (the enqueuing request's trace is linked, not a parent).
-    span = _tracer().start_span(
-        f"process {job.task}",
-        context=context.Context(),
-        kind=SpanKind.CONSUMER,
-        links=links,
-        attributes=attributes,
-    )
+    span = _tracer_and_root_start()[1](f"process {job.task}", SpanKind.CONSUMER, attributes, links)
     token = context.attach(trace.set_span_in_context(span))
     try:
         yield span

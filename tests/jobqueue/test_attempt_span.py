@@ -1,0 +1,232 @@
+"""jobqueue.attempt_span: the span of an attempt is what the SDK's tracer would have made and
+exported, field for field, whatever a task then does with it; the sampler, the limits and the
+processors are the tracer's. Pure logic against real SDK tracers and the in-memory exporter."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry import context, trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    Decision,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
+
+from jobqueue.attempt_span import AttemptSpan, start_root_span
+
+ATTRIBUTES: dict[str, Any] = {
+    "messaging.system": "pauta",
+    "messaging.destination.name": "mail",
+    "messaging.message.id": "42",
+    "pauta.job.attempt": 2,
+    "pauta.tenant.id": 7,
+}
+ENQUEUED = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+
+
+def provider(
+    sampler: Sampler | None = None, limits: SpanLimits | None = None
+) -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    made = TracerProvider(
+        sampler=sampler, resource=Resource.create({"service.name": "t"}), span_limits=limits
+    )
+    made.add_span_processor(SimpleSpanProcessor(exporter))
+    return made, exporter
+
+
+def sdk_span(tracer: Any, links: list[Link]) -> trace.Span:
+    return tracer.start_span(
+        "process send_mail",
+        context=context.Context(),
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes=dict(ATTRIBUTES),
+    )
+
+
+def attempt_span(tracer: Any, links: list[Link]) -> trace.Span:
+    return start_root_span(tracer, "process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), links)
+
+
+def fields(span: ReadableSpan) -> dict[str, Any]:
+    """What an exporter reads of a span, but for its ids and times."""
+    return {
+        "name": span.name,
+        "kind": span.kind,
+        "parent": span.parent,
+        "attributes": dict(span.attributes or {}),
+        "dropped_attributes": span.dropped_attributes,
+        "events": [(e.name, dict(e.attributes or {})) for e in span.events],
+        "dropped_events": span.dropped_events,
+        "links": [(link.context, dict(link.attributes or {})) for link in span.links],
+        "dropped_links": span.dropped_links,
+        "status": (span.status.status_code, span.status.description),
+        "resource": span.resource,
+        "scope": span.instrumentation_scope,
+        "flags": span.context.trace_flags if span.context else None,
+        "remote": span.context.is_remote if span.context else None,
+    }
+
+
+VALUES = st.one_of(
+    st.text(max_size=12),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.lists(st.text(max_size=4), max_size=3),
+    st.none(),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),  # not a valid value
+)
+KEYS = st.sampled_from(["a", "b", "pauta.task", "messaging.system", "", "x.y"])
+ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("set_attribute"), KEYS, VALUES),
+        st.tuples(st.just("set_attributes"), st.dictionaries(KEYS, VALUES, max_size=3)),
+        st.tuples(st.just("add_event"), st.text(max_size=5), st.dictionaries(KEYS, VALUES)),
+        st.tuples(st.just("add_link"), st.integers(0, 3), st.dictionaries(KEYS, VALUES)),
+        st.tuples(st.just("set_status"), st.sampled_from(list(StatusCode)), st.text(max_size=5)),
+        st.tuples(st.just("status_object"), st.sampled_from(list(StatusCode))),
+        st.tuples(st.just("update_name"), st.text(max_size=8)),
+        st.tuples(st.just("record_exception"), st.text(max_size=8)),
+        st.tuples(st.just("end")),
+    ),
+    max_size=12,
+)
+
+
+def act(span: trace.Span, actions: list[tuple[Any, ...]]) -> None:
+    for action in actions:
+        match action:
+            case ("set_attribute", key, value):
+                span.set_attribute(key, value)
+            case ("set_attributes", values):
+                span.set_attributes(values)
+            case ("add_event", name, values):
+                span.add_event(name, values, timestamp=1)
+            case ("add_link", trace_id, values):
+                span.add_link(SpanContext(trace_id, 5, is_remote=True), values)
+            case ("set_status", code, description):
+                span.set_status(code, description)
+            case ("status_object", code):
+                span.set_status(Status(code))
+            case ("update_name", name):
+                span.update_name(name)
+            case ("record_exception", message):
+                try:
+                    raise ValueError(message)
+                except ValueError as error:
+                    span.record_exception(error, timestamp=1)
+            case ("end",):
+                span.end()
+
+
+@settings(max_examples=150, deadline=None)
+@given(actions=ACTIONS, linked=st.booleans())
+def test_an_attempt_span_exports_what_the_sdk_span_would_whatever_the_task_does(
+    actions: list[tuple[Any, ...]], linked: bool
+) -> None:
+    limits = SpanLimits(
+        max_span_attributes=7,
+        max_events=2,
+        max_links=2,
+        max_event_attributes=2,
+        max_attribute_length=6,
+    )
+    exported = []
+    for start in (sdk_span, attempt_span):
+        made, exporter = provider(limits=limits)
+        span = start(made.get_tracer("pauta.jobqueue"), [Link(ENQUEUED)] if linked else [])
+        act(span, actions)
+        span.end()
+        [finished] = exporter.get_finished_spans()
+        exported.append(fields(finished))
+    assert exported[1] == exported[0]
+
+
+def test_the_attempt_span_is_current_for_what_the_task_traces() -> None:
+    made, exporter = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    span = attempt_span(tracer, [])
+    assert isinstance(span, AttemptSpan)
+    with trace.use_span(span, end_on_exit=True):
+        with tracer.start_as_current_span("send"):
+            pass
+    child, parent = exporter.get_finished_spans()
+    assert child.parent == parent.context
+    assert child.context.trace_id == parent.context.trace_id
+    assert parent.context.trace_flags.sampled and parent.parent is None
+
+
+def test_a_sampler_that_says_no_gets_no_recording_span_and_nothing_exported() -> None:
+    for sampler in (ALWAYS_OFF, TraceIdRatioBased(0.0)):
+        made, exporter = provider(sampler)
+        span = attempt_span(made.get_tracer("pauta.jobqueue"), [])
+        assert not span.is_recording()
+        assert not span.get_span_context().trace_flags.sampled
+        span.set_attribute("a", 1)
+        span.end()
+        assert exporter.get_finished_spans() == ()
+
+
+class Tagging(Sampler):
+    """Samples every other trace id, records the rest without sampling, and adds an attribute."""
+
+    def should_sample(
+        self,
+        parent_context: context.Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        decision = Decision.RECORD_AND_SAMPLE if trace_id % 2 else Decision.RECORD_ONLY
+        return SamplingResult(decision, {**(attributes or {}), "sampled.by": "tagging"})
+
+    def get_description(self) -> str:
+        return "Tagging"
+
+
+def test_the_sampler_decides_recording_and_export_and_may_add_attributes() -> None:
+    made, exporter = provider(Tagging())
+    tracer = made.get_tracer("pauta.jobqueue")
+    spans = [attempt_span(tracer, []) for _ in range(40)]
+    for span in spans:
+        assert span.is_recording()
+        span.end()
+    sampled = [s for s in spans if s.get_span_context().trace_flags.sampled]
+    assert 0 < len(sampled) < len(spans)
+    exported = exporter.get_finished_spans()
+    assert {s.context.span_id for s in exported} == {s.get_span_context().span_id for s in sampled}
+    assert all(s.attributes["sampled.by"] == "tagging" for s in exported)
+    assert all(s.attributes["messaging.message.id"] == "42" for s in exported)
+
+
+def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:
+    made, exporter = provider()
+    span = attempt_span(made.get_tracer("pauta.jobqueue"), [])
+    span.end()
+    span.set_attribute("late", 1)
+    span.add_event("late")
+    span.set_status(StatusCode.ERROR, "late")
+    span.update_name("late")
+    span.end()
+    [finished] = exporter.get_finished_spans()
+    assert "late" not in finished.attributes
+    assert finished.events == ()
+    assert finished.status.status_code is StatusCode.UNSET
+    assert finished.name == "process send_mail"
+    assert finished.end_time is not None and finished.end_time >= finished.start_time
