@@ -18,7 +18,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +36,7 @@ TASK = "bench_probe"
 BEST: dict[str, Any] = {}
 
 EVENTS = "BENCH_EVENTS"
+TRACING_WITHOUT = "BENCH_TRACING_WITHOUT"
 RECORD_ALL = "BENCH_RECORD_ALL"
 
 _recorder: Recorder | None = (
@@ -108,6 +110,30 @@ class Peer(PeerBase):
         return int(row[0]) if row else 0
 
 
+def switch_off_tracing_parts(parts: str) -> None:
+    """For bench.tracing_parts only: leave out parts of tracing in this runner process, by
+    replacing them here (``export``: spans are dropped instead of encoded and sent;
+    ``histograms``: the run and wait times are not recorded; ``spans``: attempts get none)."""
+    chosen = set(filter(None, parts.split(",")))
+    if unknown := chosen - {"export", "histograms", "spans"}:
+        raise SystemExit(f"{TRACING_WITHOUT} names unknown parts: {', '.join(sorted(unknown))}")
+    if "export" in chosen:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        from jobqueue import otlp_encoding
+
+        otlp_encoding.SpanExporter.export = lambda self, spans: SpanExportResult.SUCCESS  # type: ignore[method-assign]
+    if "histograms" in chosen:
+        telemetry.JobMetrics.record_times = lambda self, *times: None  # type: ignore[method-assign]
+    if "spans" in chosen:
+
+        @contextmanager
+        def no_span(job: Any, trace_context: Any) -> Iterator[None]:
+            yield None
+
+        telemetry.consumer = no_span  # type: ignore[assignment]
+
+
 def run_runner(**settings: Any) -> None:
     """The runner subprocess: Pauta's Runner on queue `default`, stopped by SIGTERM; ``settings``
     override the defaults (bench.pauta_control's variants)."""
@@ -116,6 +142,7 @@ def run_runner(**settings: Any) -> None:
     _recorder = args.recorder
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the runner's threads inherit it
     telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
+    switch_off_tracing_parts(os.environ.get(TRACING_WITHOUT, ""))
     tuning = {**(BEST if args.profile == "best" else {}), **settings}
     runner = Runner(
         WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}, **tuning)

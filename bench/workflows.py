@@ -15,6 +15,11 @@ two no-op steps, started one per transaction by a producer while its workers run
 * DBOS Transact: ``Queue.enqueue`` of a ``@DBOS.workflow`` calling two ``@DBOS.step``s, in
   the one process that also executes them (DBOS's queue with its defaults: 1 s polling).
 
+With ``--wait-events``, a thread samples ``pg_stat_activity`` every 10 ms during each Pauta
+drain and reports what the database's sessions were doing: each statement's share of the
+active samples, by wait event (``cpu`` when waiting on none). The sampling costs the server
+time of its own, so take the rates from a run without it.
+
 Reported: workflows per second from the first start to the last completion, and the
 step-to-step latency (the second step's completion minus the first's, from each system's own
 step table), p50 and p99. For Pauta also the CPU a workflow (and a no-op job) cost: the worker
@@ -30,6 +35,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +108,45 @@ class Meter:
         return {"worker_cpu_ms": 1000 * worker / items, "server_cpu_ms": 1000 * server / items}
 
 
+class WaitEvents:
+    """Samples what the sessions connected to a database are doing, from a thread of its own,
+    until stopped: (statement's beginning, wait event) -> samples."""
+
+    SQL = (
+        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 72),"
+        " coalesce(wait_event_type || ':' || wait_event, 'cpu')"
+        " FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'"
+        " AND pid <> pg_backend_pid()"
+    )
+
+    def __init__(self, url: str, interval: float = 0.010) -> None:
+        self.url, self.interval = url, interval
+        self.samples: Counter[tuple[str, str]] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "WaitEvents":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._stop.wait(self.interval):
+                for statement, wait in conn.execute(self.SQL):
+                    self.samples[statement, wait] += 1
+
+    def top(self, count: int = 12) -> list[dict[str, Any]]:
+        total = sum(self.samples.values()) or 1
+        return [
+            {"statement": statement, "wait": wait, "share": round(samples / total, 3)}
+            for (statement, wait), samples in self.samples.most_common(count)
+        ]
+
+
 def start_worker(url: str, threads: int) -> tuple[subprocess.Popen[str], float]:
     """worker.py on the workflows queue (its log read, and dropped, by a thread); returns it and
     the time it said it was ready."""
@@ -129,7 +175,9 @@ def stop(worker: subprocess.Popen[str]) -> None:
     worker.wait(60)
 
 
-def pauta(workflows: int, threads: int, name: str = "two_noops") -> dict[str, Any]:
+def pauta(
+    workflows: int, threads: int, name: str = "two_noops", wait_events: bool = False
+) -> dict[str, Any]:
     import tests.support.workflows  # noqa: F401 - registers two_noops and two_noops_relaxed
     from bench.chaos import migrate
     from jobqueue import JobRequest, enqueue_many
@@ -144,9 +192,12 @@ def pauta(workflows: int, threads: int, name: str = "two_noops") -> dict[str, An
                 start_workflow(conn, name)
         worker, ready = start_worker(url, threads)
         meter = Meter(conn, worker.pid)
-        wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
-                 workflows, 600)  # fmt: skip
+        with WaitEvents(url) if wait_events else nullcontext() as sampler:
+            wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
+                     workflows, 600)  # fmt: skip
         elapsed = time.perf_counter() - ready
+        if sampler is not None:
+            result["wait_events"] = sampler.top()
         cpu = meter.per_item_ms(workflows)
         stop(worker)
         gaps = [
@@ -165,9 +216,12 @@ def pauta(workflows: int, threads: int, name: str = "two_noops") -> dict[str, An
         enqueue_many(conn, [JobRequest("noop", queue="workflows") for _ in range(workflows)])
         worker, ready = start_worker(url, threads)
         meter = Meter(conn, worker.pid)
-        wait_for(conn, "SELECT count(*) FROM jobs WHERE task = 'noop' AND state = 'succeeded'",
-                 workflows, 600)  # fmt: skip
+        with WaitEvents(url) if wait_events else nullcontext() as sampler:
+            wait_for(conn, "SELECT count(*) FROM jobs WHERE task = 'noop' AND state = 'succeeded'",
+                     workflows, 600)  # fmt: skip
         result["noop_jobs_per_second"] = workflows / (time.perf_counter() - ready)
+        if sampler is not None:
+            result["noop_wait_events"] = sampler.top()
         result["cpu_ms_per_noop_job"] = meter.per_item_ms(workflows)
         stop(worker)
     return result
@@ -231,16 +285,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", choices=("pauta", "dbos"))
     parser.add_argument("--relaxed", action="store_true",
                         help="also Pauta's opt-in relaxed durability (its own rows)")  # fmt: skip
+    parser.add_argument("--wait-events", action="store_true",
+                        help="sample the sessions' wait events during Pauta's drains")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"workflows": args.workflows}
     if args.only != "dbos":
         results["pauta"] = [
-            {"threads": threads, **pauta(args.workflows, threads)} for threads in args.threads
+            {"threads": threads, **pauta(args.workflows, threads, wait_events=args.wait_events)}
+            for threads in args.threads
         ]
     if args.only != "dbos" and args.relaxed:
         results["pauta_relaxed_durability"] = [
-            {"threads": threads, **pauta(args.workflows, threads, "two_noops_relaxed")}
+            {
+                "threads": threads,
+                **pauta(args.workflows, threads, "two_noops_relaxed", args.wait_events),
+            }
             for threads in args.threads
         ]
     if args.only != "pauta":

@@ -1,0 +1,76 @@
+"""What each part of tracing costs a drain: bench.pauta_system's drain (one runner process,
+concurrency 10, no-op jobs, exporting over OTLP/HTTP to a real receiver on loopback) untraced,
+traced, and traced with parts left out of the runner (bench.pauta_system's
+``switch_off_tracing_parts``: the export, the two histograms, the spans).
+
+    DATABASE_URL=postgresql://... python -m bench.tracing_parts [--jobs 40000] [--rounds 2]
+
+An experiment to find where a traced drain's time goes, not a configuration anyone runs: each
+variant's jobs per second (median of ``--rounds``, variants alternating) and its share of the
+untraced drain, one JSON line each.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import sys
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from bench.pauta_system import TRACING_WITHOUT, Peer
+from bench.telemetry_overhead import otel_on, set_telemetry
+from devtools.otlp_receiver import Receiver
+
+VARIANTS = {
+    "off": None,
+    "on": "",
+    "on without export": "export",
+    "on without histograms": "histograms",
+    "on without export and histograms": "export,histograms",
+    "on without spans": "spans",
+}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tracing_parts", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=40_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    server = os.environ.get("DATABASE_URL")
+    if not server:
+        print("set DATABASE_URL to a PostgreSQL server the bench may create databases on",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    name = f"bench_tracing_{secrets.token_hex(3)}"
+    admin = make_url(server).set(database="postgres").render_as_string(False)
+    receiver = Receiver().start()
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    try:
+        peer = Peer(make_url(server).set(database=name).render_as_string(False))
+        peer.setup()
+        figures: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+        for _ in range(args.rounds):
+            for variant, without in VARIANTS.items():
+                set_telemetry(None if without is None else otel_on(receiver))
+                peer.runner_environment = {TRACING_WITHOUT: without or ""}
+                peer.reset()
+                figures[variant].append(peer.drain(args.jobs, 10))
+        set_telemetry(None)
+    finally:
+        receiver.stop()
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    off = statistics.median(figures["off"])
+    for variant, values in figures.items():
+        rate = statistics.median(values)
+        print(json.dumps({"variant": variant, "jobs_per_s": round(rate),
+                          "share_of_off": round(rate / off, 3), "rounds": values}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
