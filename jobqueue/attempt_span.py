@@ -69,6 +69,30 @@ def start_root_span(
     return span
 
 
+def _kept_link(
+    context: SpanContext, attributes: types.Attributes, limits: SpanLimits
+) -> Link | None:
+    """A link as an SDK span keeps it (its attributes bounded), or None for one it drops."""
+    if not (context and (context.is_valid or attributes or context.trace_state)):
+        return None
+    bounded = BoundedAttributes(
+        limits.max_link_attributes,
+        attributes,
+        max_value_len=limits.max_attribute_length,
+        immutable=True,
+    )
+    return Link(context, bounded)
+
+
+def _bounded_links(links: Sequence[Link], limits: SpanLimits) -> Sequence[Link]:
+    """The links an SDK span keeps of those it starts with: valid ones, at most max_links."""
+    kept = [_kept_link(link.context, link.attributes, limits) for link in links if link]
+    valid = [link for link in kept if link is not None]
+    if limits.max_links is not None and len(valid) > limits.max_links:
+        return util.BoundedList.from_seq(limits.max_links, valid)
+    return tuple(valid)
+
+
 class AttemptSpan(trace.Span, ReadableSpan):
     """A recording span that is also the read-only span handed to the processors at its end
     (it refuses changes from then on, as the SDK's span does)."""
@@ -92,12 +116,17 @@ class AttemptSpan(trace.Span, ReadableSpan):
         self._instrumentation_scope = tracer._instrumentation_scope
         self._parent = None
         self._resource = tracer.resource
+        limits: SpanLimits = tracer._span_limits
+        self._limits = limits
         self._attributes: Any = attributes  # a dict until a task adds to it, then bounded
+        if limits.max_span_attribute_length is not None or (
+            limits.max_span_attributes is not None and len(attributes) > limits.max_span_attributes
+        ):  # limits that cut what the attempt set: they apply from the start
+            self._bounded_attributes()
         self._events: Any = ()
-        self._links: Any = tuple(links)
+        self._links: Any = _bounded_links(links, limits)
         self._status = _UNSET
         self._end_time: int | None = None
-        self._limits: SpanLimits = tracer._span_limits
         self._processor = tracer.span_processor
         self._lock = threading.Lock()
         self._start_time = time_ns()
@@ -152,16 +181,9 @@ class AttemptSpan(trace.Span, ReadableSpan):
                 self._events.append(event)
 
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
-        if not (context and (context.is_valid or attributes or context.trace_state)):
+        link = _kept_link(context, attributes, self._limits)
+        if link is None:
             return
-        link = Link(
-            context,
-            BoundedAttributes(
-                self._limits.max_link_attributes,
-                attributes,
-                max_value_len=self._limits.max_attribute_length,
-            ),
-        )
         with self._lock:
             if self._open("add_link"):
                 if not isinstance(self._links, util.BoundedList):

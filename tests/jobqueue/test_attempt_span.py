@@ -27,7 +27,7 @@ from jobqueue.attempt_span import AttemptSpan, start_root_span
 
 ATTRIBUTES: dict[str, Any] = {
     "messaging.system": "pauta",
-    "messaging.destination.name": "mail",
+    "messaging.destination.name": "a-queue-with-a-long-name",
     "messaging.message.id": "42",
     "pauta.job.attempt": 2,
     "pauta.tenant.id": 7,
@@ -132,17 +132,29 @@ def act(span: trace.Span, actions: list[tuple[Any, ...]]) -> None:
                 span.end()
 
 
-@settings(max_examples=150, deadline=None)
-@given(actions=ACTIONS, linked=st.booleans())
+@settings(max_examples=200, deadline=None)
+@given(
+    actions=ACTIONS,
+    linked=st.booleans(),
+    max_attributes=st.integers(0, 9),
+    max_length=st.sampled_from([None, 0, 3, 6]),
+    max_links=st.integers(0, 2),
+)
 def test_an_attempt_span_exports_what_the_sdk_span_would_whatever_the_task_does(
-    actions: list[tuple[Any, ...]], linked: bool
+    actions: list[tuple[Any, ...]],
+    linked: bool,
+    max_attributes: int,
+    max_length: int | None,
+    max_links: int,
 ) -> None:
+    """The limits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and the like) apply to the attempt's own
+    attributes and link as to what the task adds."""
     limits = SpanLimits(
-        max_span_attributes=7,
+        max_span_attributes=max_attributes,
         max_events=2,
-        max_links=2,
+        max_links=max_links,
         max_event_attributes=2,
-        max_attribute_length=6,
+        max_attribute_length=max_length,
     )
     exported = []
     for start in (sdk_span, attempt_span):
