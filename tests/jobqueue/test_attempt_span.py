@@ -3,8 +3,10 @@ exported, field for field, whatever a task then does with it; the sampler, the l
 processors are the tracer's. Pure logic against real SDK tracers and the in-memory exporter."""
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import context, trace
@@ -23,7 +25,10 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
+from jobqueue import telemetry
 from jobqueue.attempt_span import AttemptSpan, start_root_span
+from jobqueue.store import ClaimedJob
+from tests.support.telemetry import memory_telemetry
 
 ATTRIBUTES: dict[str, Any] = {
     "messaging.system": "pauta",
@@ -32,6 +37,7 @@ ATTRIBUTES: dict[str, Any] = {
     "pauta.job.attempt": 2,
     "pauta.tenant.id": 7,
 }
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
 ENQUEUED = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
 
 
@@ -242,3 +248,20 @@ def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:
     assert finished.status.status_code is StatusCode.UNSET
     assert finished.name == "process send_mail"
     assert finished.end_time is not None and finished.end_time >= finished.start_time
+
+
+def test_a_tracer_provider_other_than_the_sdks_makes_the_attempts_spans_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lighter span is built from the SDK tracer's parts; any other provider (here the API's
+    no-op one, as a vendor's SDK would be) starts the attempt's span its own way."""
+    memory_telemetry()
+    job = ClaimedJob(9, 1, "mail", "send_mail", {}, 0, 1, 3, NOW, NOW)
+    with telemetry.consumer(job, None) as span:
+        assert isinstance(span, AttemptSpan)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+    with telemetry.consumer(job, None) as span:
+        assert not isinstance(span, AttemptSpan)
+        assert not span.is_recording()
+        assert trace.get_current_span() is span
+    assert telemetry.trace_id_of(span) is None
