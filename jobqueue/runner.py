@@ -56,6 +56,7 @@ from jobqueue.text import TextLimits
 
 NOTIFY_CHANNEL = "pauta_jobs"
 RESULT_BATCH = 1000
+NO_QUEUE = ""  # not a queue name (enqueue refuses it): the claim run only to plan it claims here
 WATCH_SECONDS = 0.1  # how often the watchdog looks for attempts past their timeout
 
 log = logging.getLogger("jobqueue.runner")
@@ -196,13 +197,19 @@ class Consumer:
     def prepare_claim(self, store: JobStore) -> None:
         """Run the claim for no job on ``store``'s connection, which prepares and plans it there
         (and loads what the server needs to plan it): the first real claim, when the listener is
-        woken for a job, then finds its plan made."""
-        self._claim(store, 0)
+        woken for a job, then finds its plan made. It claims in a queue no job can be in (its
+        name is not a queue name), so it locks and writes nothing, not even a rate-limited
+        queue's bucket; the plan, generic, is the same for every queue."""
+        self._claim(store, 0, NO_QUEUE)
 
-    def _claim(self, store: JobStore, limit: int) -> list[ClaimedJob]:
+    def _claim(self, store: JobStore, limit: int, queue: str | None = None) -> list[ClaimedJob]:
         settings = self.runner.settings
         return store.claim(
-            self.queue, limit, self.runner.worker_id, settings.lease_seconds, settings.fair_tenants
+            self.queue if queue is None else queue,
+            limit,
+            self.runner.worker_id,
+            settings.lease_seconds,
+            settings.fair_tenants,
         )
 
     def _claim_with(self, run: Callable[[Callable[[JobStore], list[ClaimedJob]]], Any]) -> bool:

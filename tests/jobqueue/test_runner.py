@@ -200,3 +200,29 @@ def test_an_idle_listener_runs_the_claim_for_no_job_to_keep_its_plan(
                 assert connection.execute(CLAIM_PLANS).fetchall() == [(3, 0)]
         finally:
             link.close()
+
+
+def test_the_listeners_claim_for_no_job_leaves_a_rate_limited_queues_bucket_alone(
+    conn: Conn, database_url: str
+) -> None:
+    """Run for a rate-limited queue, the claim locks the queue's token bucket and writes it back
+    refilled, even when it takes no job: an idle listener would then write that row twice a
+    second, and take turns with the real claims for its lock. It runs for a queue no job can
+    be in instead; the plan, generic, is the same. kills: listener-plans-in-its-queue"""
+    JobStore(conn).set_rate_limit("default", 10, 1.0, "test")
+    bucket = "SELECT xmin::text, rate_refilled_at FROM queues WHERE name = 'default'"
+    before = conn.execute(bucket).fetchone()
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
+    link = runner._link("listener", claims=True)
+    link.on_connect = runner._on_listen_connect
+    try:
+        connection = link.connect()
+        link.call(runner._receive_notifications)  # no job: runs the claim for none, idle
+        assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]
+        assert conn.execute(bucket).fetchone() == before
+        job = enqueue(conn, "noop")
+        link.call(runner._receive_notifications)  # woken: claims the job, spends a token
+        assert job_row(conn, job)["state"] == "running"
+        assert conn.execute(bucket).fetchone() != before
+    finally:
+        link.close()
