@@ -13,13 +13,10 @@ untraced drain, one JSON line each.
 import argparse
 import json
 import os
-import secrets
 import statistics
 import sys
 
-import psycopg
-from sqlalchemy.engine import make_url
-
+from bench.pages import scratch_database
 from bench.pauta_system import TRACING_WITHOUT, Peer
 from bench.telemetry_overhead import otel_on, set_telemetry
 from devtools.otlp_receiver import Receiver
@@ -39,31 +36,28 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=40_000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.rounds < 1:
+        parser.error("--jobs and --rounds take a whole number of at least 1")
     server = os.environ.get("DATABASE_URL")
     if not server:
         print("set DATABASE_URL to a PostgreSQL server the bench may create databases on",
               file=sys.stderr)  # fmt: skip
         return 2
-    name = f"bench_tracing_{secrets.token_hex(3)}"
-    admin = make_url(server).set(database="postgres").render_as_string(False)
     receiver = Receiver().start()
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name}")
     try:
-        peer = Peer(make_url(server).set(database=name).render_as_string(False))
-        peer.setup()
-        figures: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-        for _ in range(args.rounds):
-            for variant, without in VARIANTS.items():
-                set_telemetry(None if without is None else otel_on(receiver))
-                peer.runner_environment = {TRACING_WITHOUT: without or ""}
-                peer.reset()
-                figures[variant].append(peer.drain(args.jobs, 10))
-        set_telemetry(None)
+        with scratch_database(server) as url:
+            peer = Peer(url)
+            peer.setup()
+            figures: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+            for _ in range(args.rounds):
+                for variant, without in VARIANTS.items():
+                    set_telemetry(None if without is None else otel_on(receiver))
+                    peer.runner_environment = {TRACING_WITHOUT: without or ""}
+                    peer.reset()
+                    figures[variant].append(peer.drain(args.jobs, 10))
+            set_telemetry(None)
     finally:
         receiver.stop()
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     off = statistics.median(figures["off"])
     for variant, values in figures.items():
         rate = statistics.median(values)

@@ -86,8 +86,11 @@ def _kept_link(
 
 def _bounded_links(links: Sequence[Link], limits: SpanLimits) -> Sequence[Link]:
     """The links an SDK span keeps of those it starts with: valid ones, at most max_links."""
-    kept = [_kept_link(link.context, link.attributes, limits) for link in links if link]
-    valid = [link for link in kept if link is not None]
+    valid = [
+        kept
+        for link in links
+        if link and (kept := _kept_link(link.context, link.attributes, limits))
+    ]
     if limits.max_links is not None and len(valid) > limits.max_links:
         return util.BoundedList.from_seq(limits.max_links, valid)
     return tuple(valid)
