@@ -1,7 +1,7 @@
 """Pauta before and after a change, measured in one run: two checkouts, alternating.
 
     DATABASE_URL=postgresql://... python -m bench.before_after BEFORE_DIR [AFTER_DIR]
-        [--rounds 2] [--out FILE]
+        [--rounds 2] [--out FILE] [--only drain]
 
 Each measurement runs in a fresh Python process started in a checkout's directory, so that it
 imports that checkout's engine (and its runner subprocess, started from the same directory,
@@ -103,6 +103,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the job counts")
     parser.add_argument("--out", help="also append the JSON lines to this file")
+    parser.add_argument(
+        "--only", default="", help="measure only the figures whose name holds this, e.g. drain"
+    )
     args = parser.parse_args(argv)
     server = os.environ.get("DATABASE_URL")
     if not server:
@@ -125,6 +128,9 @@ def main(argv: list[str]) -> int:
         ("drain c=10 tracing on", "drain", 10_000, tracing_on),
         ("drain c=10 tracing on, 10% sampled", "drain", 10_000, sampled),
     ]
+    plan = [step for step in plan if args.only in step[0]]
+    if not plan:
+        parser.error(f"--only {args.only!r} matches none of the figures")
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
     out = open(args.out, "a") if args.out else None
@@ -175,6 +181,9 @@ def summary(
                     f["cpu_us_per_job"] for f in figures[metric, label]
                 )
         lines.append(json.dumps(record))
+    drains = {metric for metric, *_ in plan if metric.startswith("drain c=10 tracing")}
+    if len(drains) < 3:  # the ratios need all three drains (--only left some out)
+        return lines
     for label in ("before", "after"):
         off = medians["drain c=10 tracing off", label]
         ratios = {

@@ -131,7 +131,7 @@ def switch_off_tracing_parts(parts: str) -> None:
         def no_span(job: Any, trace_context: Any) -> Iterator[None]:
             yield None
 
-        telemetry.consumer = no_span  # type: ignore[assignment]
+        telemetry.ConsumerSpan = no_span  # type: ignore[assignment]
 
 
 def run_runner(**settings: Any) -> None:

@@ -120,7 +120,8 @@ def run_job(
     of a request to cancel it; a task that saw that request ends ``cancelled``, whether it then
     returned or raised."""
     control = control or no_control()
-    with telemetry.consumer(job, job.trace_context) as span:
+    with telemetry.ConsumerSpan(job, job.trace_context) as span:
+        # the trace id is the span's from its start: known now, so the result is made once
         result = _run(job, tasks, worker, connection, span, limits, control)
     if control.cancel_seen.is_set():
         result = replace(
@@ -128,9 +129,7 @@ def run_job(
             outcome="cancelled",
             error=result.error or "Cancelled: the task stopped at a request to cancel the job",
         )
-    if span is None:
-        return result
-    return replace(result, trace_id=telemetry.trace_id_of(span))
+    return result
 
 
 def _run(
@@ -143,10 +142,11 @@ def _run(
     control: AttemptControl,
 ) -> AttemptResult:
     started = time.perf_counter()
+    trace_id = telemetry.trace_id_of(span)
     task = tasks.get(job.task)
     if task is None:
         error = UnknownTask(f"no task named {job.task!r} is registered in this worker")
-        return _failure(job, "dead", error, None, 0.0, None, span, limits)
+        return _failure(job, "dead", error, None, 0.0, None, span, trace_id, limits)
     try:
         arguments = task.call_arguments(job.payload)
         if task.pass_context:
@@ -154,11 +154,12 @@ def _run(
         else:
             task.function(**arguments)
     except PermanentError as error:
-        return _failure(job, "dead", error, _traceback(), 0.0, started, span, limits)
+        return _failure(job, "dead", error, _traceback(), 0.0, started, span, trace_id, limits)
     except BaseException as error:  # a task's failure, whatever it is, never kills the runner
         delay = task.retry.delay(job.attempt)
-        return _failure(job, "failed", error, _traceback(), delay, started, span, limits)
-    return AttemptResult(job, "succeeded", None, None, 0.0, time.perf_counter() - started)
+        return _failure(job, "failed", error, _traceback(), delay, started, span, trace_id, limits)
+    duration = time.perf_counter() - started
+    return AttemptResult(job, "succeeded", None, None, 0.0, duration, trace_id)
 
 
 def _failure(
@@ -169,13 +170,14 @@ def _failure(
     retry_delay: float,
     started: float | None,
     span: Any,
+    trace_id: str | None,
     limits: TextLimits,
 ) -> AttemptResult:
     description = cut_end(_describe(error), limits.error_bytes)
     telemetry.record_failure(span, error, outcome, description)
     trace = None if trace is None else cut_middle(trace, limits.traceback_bytes)
     duration = 0.0 if started is None else time.perf_counter() - started
-    return AttemptResult(job, outcome, description, trace, retry_delay, duration)
+    return AttemptResult(job, outcome, description, trace, retry_delay, duration, trace_id)
 
 
 def _describe(error: BaseException) -> str:

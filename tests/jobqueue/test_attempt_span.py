@@ -257,10 +257,10 @@ def test_a_tracer_provider_other_than_the_sdks_makes_the_attempts_spans_itself(
     no-op one, as a vendor's SDK would be) starts the attempt's span its own way."""
     memory_telemetry()
     job = ClaimedJob(9, 1, "mail", "send_mail", {}, 0, 1, 3, NOW, NOW)
-    with telemetry.consumer(job, None) as span:
+    with telemetry.ConsumerSpan(job, None) as span:
         assert isinstance(span, AttemptSpan)
     monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
-    with telemetry.consumer(job, None) as span:
+    with telemetry.ConsumerSpan(job, None) as span:
         assert not isinstance(span, AttemptSpan)
         assert not span.is_recording()
         assert trace.get_current_span() is span

@@ -108,3 +108,32 @@ def test_an_attempt_left_out_by_the_sampler_stores_no_trace_id() -> None:
         trace.SpanContext(0x1234, 0x5678, is_remote=False, trace_flags=trace.TraceFlags(0))
     )
     assert telemetry.trace_id_of(left_out) is None
+
+
+def test_each_attempts_result_names_the_trace_of_its_own_span() -> None:
+    """The trace id stored with an attempt is its exported span's, whatever the attempt ended
+    with (succeeded, failed, dead, unknown task), and the span is current only while it runs.
+    kills: attempt-trace-id-dropped-on-success, attempt-trace-id-dropped-on-failure,
+    consumer-span-left-current"""
+    installed = memory_telemetry()
+    tasks = registry_with_tasks()
+    seen: list[trace.Span] = []
+
+    @tasks.task("look")
+    def look() -> None:
+        seen.append(trace.get_current_span())
+
+    results = [
+        run_job(claimed(name, payload), tasks, "w1", nullcontext)
+        for name, payload in (("look", {}), ("explode", {}), ("refuse", {}), ("nowhere", {}))
+    ]
+    spans = installed.spans.get_finished_spans()
+    assert [span.name for span in spans] == [
+        "process look", "process explode", "process refuse", "process nowhere"
+    ]  # fmt: skip
+    assert [result.outcome for result in results] == ["succeeded", "failed", "dead", "dead"]
+    assert [result.trace_id for result in results] == [
+        trace.format_trace_id(span.context.trace_id) for span in spans
+    ]
+    assert seen[0].get_span_context() == spans[0].context  # current while the task ran
+    assert not trace.get_current_span().get_span_context().is_valid  # and not after
