@@ -16,13 +16,14 @@ headers, service name, sampler, resource attributes).
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, metrics, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from jobqueue.errors import ConfigurationError
@@ -209,10 +210,8 @@ class ConsumerSpan:
         job = self._job
         links = []
         if self._trace_context:
-            span_context = trace.get_current_span(
-                _propagator.extract(self._trace_context)
-            ).get_span_context()
-            if span_context.is_valid:
+            span_context = enqueuing_span_context(self._trace_context)
+            if span_context is not None:
                 links.append(Link(span_context))
         attributes: dict[str, Any] = {
             "messaging.system": MESSAGING_SYSTEM,
@@ -235,6 +234,35 @@ class ConsumerSpan:
         if span is not None:
             context.detach(self._token)  # type: ignore[arg-type]
             span.end()
+
+
+# What ``producer`` stores: a W3C traceparent of version 00, lowercase, and no tracestate.
+_STORED_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+def enqueuing_span_context(trace_context: object) -> SpanContext | None:
+    """The span context a job's stored trace context names (its enqueuing span), or None when
+    it names none: what ``extract`` of the W3C propagator finds. The form ``producer`` writes
+    is read here directly (the propagator's general path was a fifth of a linked attempt's
+    span, docs/benchmarks.md); any other form, e.g. one with a tracestate, goes through it. A
+    stored value that is not a trace context at all (a row written by hand: a number, a list)
+    names none: the attempt runs without the link rather than the runner failing on it."""
+    if not isinstance(trace_context, Mapping):
+        return None
+    if len(trace_context) == 1:
+        traceparent = trace_context.get("traceparent")
+        if isinstance(traceparent, str) and (match := _STORED_TRACEPARENT.fullmatch(traceparent)):
+            trace_hex, span_hex, flags = match.groups()
+            trace_id, span_id = int(trace_hex, 16), int(span_hex, 16)
+            if not (trace_id and span_id):
+                return None
+            return SpanContext(trace_id, span_id, True, TraceFlags(int(flags, 16)))
+    try:
+        extracted = _propagator.extract(trace_context)
+    except (TypeError, AttributeError, ValueError):  # a header that is not text
+        return None
+    span_context = trace.get_current_span(extracted).get_span_context()
+    return span_context if span_context.is_valid else None
 
 
 def record_failure(span: Any, error: BaseException, outcome: str, description: str) -> None:

@@ -1,6 +1,7 @@
 """How one attempt is classified, with a registry of fake tasks (no database)."""
 
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from opentelemetry import trace
@@ -137,3 +138,28 @@ def test_each_attempts_result_names_the_trace_of_its_own_span() -> None:
     ]
     assert seen[0].get_span_context() == spans[0].context  # current while the task ran
     assert not trace.get_current_span().get_span_context().is_valid  # and not after
+
+
+def test_an_attempt_links_to_its_enqueuing_span_and_runs_whatever_its_row_holds_there() -> None:
+    """The link comes from the row's stored trace context; a row written by hand with something
+    else there (a number, a list, text) runs without a link instead of failing the runner's
+    thread at every retry.
+    kills: enqueuing-link-trusts-the-row"""
+    installed = memory_telemetry()
+    tasks = registry_with_tasks()
+    stored = "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"
+    contexts: list[object] = [{"traceparent": stored}, {"traceparent": 5}, [1, 2], "x"]
+    results = [
+        run_job(
+            replace(claimed("add", {"a": 1, "b": 2}), trace_context=context),
+            tasks,
+            "w1",
+            nullcontext,
+        )
+        for context in contexts
+    ]
+    assert [result.outcome for result in results] == ["succeeded"] * 4
+    links = [span.links for span in installed.spans.get_finished_spans()]
+    assert [[(link.context.trace_id, link.context.span_id) for link in each] for each in links] == [
+        [(0xE4BD918829D006F55F6BCB1EE1AD8731, 0xFF8A3623EB0C3D78)], [], [], []
+    ]  # fmt: skip

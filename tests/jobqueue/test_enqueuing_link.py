@@ -1,0 +1,101 @@
+"""The link from an attempt's span to its enqueuing span: read from the job's stored trace
+context as the W3C propagator reads it, whatever the row holds (no database)."""
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry import trace
+
+from jobqueue import telemetry
+from jobqueue.telemetry import enqueuing_span_context
+
+HEX = "0123456789abcdef"
+
+
+def by_the_propagator(carrier: dict[str, Any]) -> trace.SpanContext | None:
+    span_context = trace.get_current_span(telemetry._propagator.extract(carrier)).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+def hex_text(length: int) -> st.SearchStrategy[str]:
+    # mostly well-formed, sometimes all zeros (no span), sometimes with a character out of place
+    well_formed = st.text(alphabet=HEX, min_size=length, max_size=length)
+    return st.one_of(
+        well_formed,
+        well_formed,
+        st.just("0" * length),
+        well_formed.map(str.upper),
+        st.text(alphabet=HEX + "ABCDEFxg -+_", min_size=length - 1, max_size=length + 1),
+    )
+
+
+traceparents = st.builds(
+    lambda version, trace_id, span_id, flags, suffix, pad: (
+        f"{pad}{version}-{trace_id}-{span_id}-{flags}{suffix}{pad}"
+    ),
+    st.sampled_from(["00", "00", "00", "01", "ff", "0g", "0"]),
+    hex_text(32),
+    hex_text(16),
+    hex_text(2),
+    st.sampled_from(["", "", "", "-", "-extra", "-00"]),
+    st.sampled_from(["", "", "", " ", "\t"]),
+)
+carriers = st.one_of(
+    st.builds(lambda parent: {"traceparent": parent}, traceparents),
+    st.builds(
+        lambda parent, state: {"traceparent": parent, "tracestate": state},
+        traceparents,
+        st.sampled_from(["", "vendor=value", "a=1,b=2", "bad state", "k=" + "v" * 600]),
+    ),
+    st.builds(lambda parent: {"Traceparent": parent}, traceparents),
+    st.just({}),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(carriers)
+def test_the_link_is_the_span_the_propagator_finds(carrier: dict[str, Any]) -> None:
+    """kills: enqueuing-link-any-version, enqueuing-link-zero-ids"""
+    assert enqueuing_span_context(carrier) == by_the_propagator(carrier)
+
+
+def test_what_the_producer_stores_is_read_directly() -> None:
+    carrier = {"traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"}
+    span_context = enqueuing_span_context(carrier)
+    assert span_context == trace.SpanContext(
+        0xE4BD918829D006F55F6BCB1EE1AD8731,
+        0xFF8A3623EB0C3D78,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(1),
+    )
+    assert span_context.trace_state == by_the_propagator(carrier).trace_state  # type: ignore[union-attr]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        json_values,
+        st.dictionaries(st.sampled_from(["traceparent", "tracestate"]), json_values),
+        st.builds(
+            lambda parent, state: {"traceparent": parent, "tracestate": state},
+            traceparents,
+            json_values,
+        ),
+    )
+)
+def test_a_stored_value_that_is_no_trace_context_names_no_span(stored: Any) -> None:
+    """A row written by hand may hold any JSON there: the attempt then has no link, and the
+    runner's thread does not fail on it.
+    kills: enqueuing-link-trusts-the-row"""
+    value = json.loads(json.dumps(stored))  # what the jsonb column gives back
+    found = enqueuing_span_context(value)
+    assert found is None or (isinstance(found, trace.SpanContext) and found.is_valid)
