@@ -107,6 +107,11 @@ def main(argv: list[str]) -> int:
         "--only", default="", help="measure only the figures whose name holds this, e.g. drain"
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1 or not args.scale > 0:
+        parser.error("--rounds takes a whole number of at least 1, --scale a number above 0")
+    for checkout in (args.before, args.after):
+        if not (checkout / "jobqueue" / "runner.py").is_file():
+            parser.error(f"{checkout} is not a checkout of Pauta (no jobqueue/runner.py in it)")
     server = os.environ.get("DATABASE_URL")
     if not server:
         raise SystemExit("set DATABASE_URL to a PostgreSQL server (scratch databases are made)")
@@ -131,6 +136,8 @@ def main(argv: list[str]) -> int:
     plan = [step for step in plan if args.only in step[0]]
     if not plan:
         parser.error(f"--only {args.only!r} matches none of the figures")
+    if any(int(jobs * args.scale) < 1 for _, _, jobs, _ in plan):
+        parser.error(f"--scale {args.scale:g} leaves a figure without a single job")
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
     out = open(args.out, "a") if args.out else None

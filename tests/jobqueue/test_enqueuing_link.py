@@ -4,7 +4,7 @@ context as the W3C propagator reads it, whatever the row holds (no database)."""
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 
@@ -42,7 +42,15 @@ traceparents = st.builds(
     st.sampled_from(["", "", "", "-", "-extra", "-00"]),
     st.sampled_from(["", "", "", " ", "\t"]),
 )
+# exactly what the producer stores, the form read without the propagator
+stored_traceparents = st.builds(
+    lambda trace_id, span_id, flags: f"00-{trace_id}-{span_id}-{flags}",
+    st.text(alphabet=HEX, min_size=32, max_size=32),
+    st.text(alphabet=HEX, min_size=16, max_size=16),
+    st.sampled_from(["00", "01", "03"]),
+)
 carriers = st.one_of(
+    st.builds(lambda parent: {"traceparent": parent}, stored_traceparents),
     st.builds(lambda parent: {"traceparent": parent}, traceparents),
     st.builds(
         lambda parent, state: {"traceparent": parent, "tracestate": state},
@@ -56,8 +64,16 @@ carriers = st.one_of(
 
 @settings(max_examples=600, deadline=None)
 @given(carriers)
+@example({"traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "ff-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "01-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "00-E4BD918829D006F55F6BCB1EE1AD8731-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "00-00000000000000000000000000000000-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-0000000000000000-01"})
+@example({"traceparent": " 00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"})
+@example({"traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01-extra"})
 def test_the_link_is_the_span_the_propagator_finds(carrier: dict[str, Any]) -> None:
-    """kills: enqueuing-link-any-version, enqueuing-link-zero-ids"""
+    """kills: enqueuing-link-any-version, enqueuing-link-zero-ids, enqueuing-link-local"""
     assert enqueuing_span_context(carrier) == by_the_propagator(carrier)
 
 
@@ -92,6 +108,9 @@ json_values = st.recursive(
         ),
     )
 )
+@example({"traceparent": 5})
+@example({"traceparent": 5, "tracestate": "vendor=value"})
+@example([1, 2])
 def test_a_stored_value_that_is_no_trace_context_names_no_span(stored: Any) -> None:
     """A row written by hand may hold any JSON there: the attempt then has no link, and the
     runner's thread does not fail on it.
