@@ -15,6 +15,12 @@ two no-op steps, started one per transaction by a producer while its workers run
 * DBOS Transact: ``Queue.enqueue`` of a ``@DBOS.workflow`` calling two ``@DBOS.step``s, in
   the one process that also executes them (DBOS's queue with its defaults: 1 s polling).
 
+With ``--statements``, the Pauta runs use a private cluster of their own (``devtools.cluster``,
+production settings, ``pg_stat_statements`` loaded) instead of DATABASE_URL's server, and report
+each statement's share of a workflow in the workflow drain, and of a job in the no-op drain:
+calls, execution time and WAL records per item (the counters are reset when the worker starts
+and read when the last item is done).
+
 With ``--wait-events``, a thread samples ``pg_stat_activity`` every 10 ms during each Pauta
 drain and reports what the database's sessions were doing: each statement's share of the
 active samples, by wait event (``cpu`` when waiting on none). The sampling costs the server
@@ -36,7 +42,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +154,37 @@ class WaitEvents:
         ]
 
 
+class Statements:
+    """The statements the server ran for a database over a drain, per item drained, from
+    ``pg_stat_statements`` (which the server must load)."""
+
+    SQL = """
+        SELECT calls, total_exec_time, wal_records, wal_bytes,
+               left(regexp_replace(query, '\\s+', ' ', 'g'), 72)
+        FROM pg_stat_statements
+        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        ORDER BY total_exec_time DESC
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        conn.execute("SELECT pg_stat_statements_reset()")
+
+    def per_item(self, items: int, count: int = 8) -> list[dict[str, Any]]:
+        return [
+            {
+                "statement": statement,
+                "calls_per_item": round(calls / items, 3),
+                "exec_us_per_item": round(1000 * exec_ms / items, 1),
+                "exec_us_per_call": round(1000 * exec_ms / calls, 1),
+                "wal_records_per_item": round(records / items, 2),
+                "wal_bytes_per_item": round(int(wal_bytes) / items),
+            }
+            for calls, exec_ms, records, wal_bytes, statement in self.conn.execute(self.SQL)
+        ][:count]
+
+
 def start_worker(url: str, threads: int) -> tuple[subprocess.Popen[str], float]:
     """worker.py on the workflows queue (its log read, and dropped, by a thread); returns it and
     the time it said it was ready."""
@@ -176,7 +214,11 @@ def stop(worker: subprocess.Popen[str]) -> None:
 
 
 def pauta(
-    workflows: int, threads: int, name: str = "two_noops", wait_events: bool = False
+    workflows: int,
+    threads: int,
+    name: str = "two_noops",
+    wait_events: bool = False,
+    statements: bool = False,
 ) -> dict[str, Any]:
     import tests.support.workflows  # noqa: F401 - registers two_noops and two_noops_relaxed
     from bench.chaos import migrate
@@ -190,12 +232,15 @@ def pauta(
         with conn.transaction():  # started untimed, then drained: the drain is what is timed
             for _ in range(workflows):
                 start_workflow(conn, name)
+        counters = Statements(conn) if statements else None
         worker, ready = start_worker(url, threads)
         meter = Meter(conn, worker.pid)
         with WaitEvents(url) if wait_events else nullcontext() as sampler:
             wait_for(conn, "SELECT count(*) FROM workflow_executions WHERE status = 'succeeded'",
                      workflows, 600)  # fmt: skip
         elapsed = time.perf_counter() - ready
+        if counters is not None:
+            result["statements"] = counters.per_item(workflows)
         if sampler is not None:
             result["wait_events"] = sampler.top()
         cpu = meter.per_item_ms(workflows)
@@ -214,12 +259,15 @@ def pauta(
         result["cpu_ms_per_workflow"] = cpu
         # The same worker settings draining as many no-op jobs.
         enqueue_many(conn, [JobRequest("noop", queue="workflows") for _ in range(workflows)])
+        counters = Statements(conn) if statements else None
         worker, ready = start_worker(url, threads)
         meter = Meter(conn, worker.pid)
         with WaitEvents(url) if wait_events else nullcontext() as sampler:
             wait_for(conn, "SELECT count(*) FROM jobs WHERE task = 'noop' AND state = 'succeeded'",
                      workflows, 600)  # fmt: skip
         result["noop_jobs_per_second"] = workflows / (time.perf_counter() - ready)
+        if counters is not None:
+            result["noop_statements"] = counters.per_item(workflows)
         if sampler is not None:
             result["noop_wait_events"] = sampler.top()
         result["cpu_ms_per_noop_job"] = meter.per_item_ms(workflows)
@@ -277,6 +325,25 @@ DBOS.destroy()
     }
 
 
+@contextmanager
+def private_server() -> Iterator[None]:
+    """Point this module at a private cluster with pg_stat_statements loaded, while it runs."""
+    global SERVER
+    from devtools.cluster import Cluster
+
+    settings = {
+        "shared_preload_libraries": "'pg_stat_statements'",
+        "pg_stat_statements.track": "top",
+    }
+    shared = SERVER
+    with Cluster(settings) as cluster:
+        SERVER = cluster.url()
+        try:
+            yield
+        finally:
+            SERVER = shared
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.workflows", description=__doc__)
     parser.add_argument("--workflows", type=int, default=2000)
@@ -287,14 +354,30 @@ def main(argv: list[str]) -> int:
                         help="also Pauta's opt-in relaxed durability (its own rows)")  # fmt: skip
     parser.add_argument("--wait-events", action="store_true",
                         help="sample the sessions' wait events during Pauta's drains")  # fmt: skip
+    parser.add_argument("--statements", action="store_true",
+                        help="Pauta on a private cluster with pg_stat_statements: each "
+                             "statement's share of a workflow")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    if args.workflows < 1 or min(args.threads) < 1:
+        parser.error("--workflows and every --threads value must be at least 1")
+    if args.statements and args.only != "pauta":
+        parser.error("--statements measures Pauta on a private cluster: add --only pauta")
     results: dict[str, Any] = {"workflows": args.workflows}
     if args.only != "dbos":
-        results["pauta"] = [
-            {"threads": threads, **pauta(args.workflows, threads, wait_events=args.wait_events)}
-            for threads in args.threads
-        ]
+        with private_server() if args.statements else nullcontext():
+            results["pauta"] = [
+                {
+                    "threads": threads,
+                    **pauta(
+                        args.workflows,
+                        threads,
+                        wait_events=args.wait_events,
+                        statements=args.statements,
+                    ),
+                }
+                for threads in args.threads
+            ]
     if args.only != "dbos" and args.relaxed:
         results["pauta_relaxed_durability"] = [
             {
