@@ -19,7 +19,13 @@ median of the rounds, and every round's figure):
 - ``insert_trigger``: what ``jobs_after_insert()`` costs a one-job and a 1,000-job insert: its
   work in one statement (0022_insert_trigger), one statement per step (0021), and nothing;
 - ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over: the claim planned
-  afresh at every call or its generic plan reused, with the tenant's foreign key or without.
+  afresh at every call or its generic plan reused, with the tenant's foreign key or without;
+- ``finish``: ``job_finish`` of batches of 1, 5 and 50 results (each batch claimed first on
+  another connection), the call timed: sent unprepared (parsed, analysed and planned at every
+  batch: the engine before 2026-12-02 night), prepared with PostgreSQL's own choice of plan
+  (custom, or the generic plan once it estimates that no worse: now), and prepared with a
+  custom plan forced at every call (parsed once, planned per batch). Each variant finishes
+  ``--jobs`` / 100 batches of each size a round.
 
 COPY is not in the engine: it measured no faster than the INSERT (the rows' cost is the
 indexes and the foreign key, not parsing the statement), so it lives here as the measured
@@ -309,6 +315,60 @@ def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
         )
 
 
+# (label, psycopg's prepare threshold, the finishing session's plan_cache_mode)
+FINISH_VARIANTS: list[tuple[str, int | None, str]] = [
+    ("unprepared, planned per batch (before)", None, "auto"),
+    ("prepared, PostgreSQL's choice of plan (now)", 5, "auto"),
+    ("prepared, a custom plan per batch", 5, "force_custom_plan"),
+]
+
+
+def finish(url: str, jobs: int, rounds: int, out: Any) -> None:
+    """``job_finish`` of batches of 1, 5 and 50, each variant on a connection of its own, the
+    variants taking turns batch by batch; µs per call (its commit included)."""
+    new_jobs, payloads = batch(50)
+    for size in (1, 5, 50):
+        jobs_of_size, array = new_jobs[:size], "[" + ",".join(payloads[:size]) + "]"
+        per_round: dict[str, list[float]] = {label: [] for label, *_ in FINISH_VARIANTS}
+        for _ in range(rounds):
+            with psycopg.connect(url, autocommit=True) as feeding:
+                feeder = JobStore(feeding)
+                stores = []
+                for label, threshold, mode in FINISH_VARIANTS:
+                    connection = psycopg.connect(url, autocommit=True, prepare_threshold=threshold)
+                    connection.execute("SET jit = off")
+                    connection.execute(f"SET plan_cache_mode = {mode}")
+                    stores.append((label, JobStore(connection)))
+                calls: dict[str, list[float]] = {label: [] for label, *_ in FINISH_VARIANTS}
+                try:
+                    for _ in range(max(jobs // 100, 10)):
+                        for label, store in stores:
+                            feeder.insert_jobs(jobs_of_size, array)
+                            claimed = feeder.claim("default", size, "bench", 30.0)
+                            results = [
+                                AttemptResult(job, "succeeded", None, None, 0, 0) for job in claimed
+                            ]
+                            started = time.perf_counter()
+                            store.finish(results, "bench")
+                            calls[label].append((time.perf_counter() - started) * 1e6)
+                finally:
+                    for _, store in stores:
+                        store.connection.close()
+            for label, values in calls.items():
+                per_round[label].append(statistics.median(values[5:]))  # the first five: unprepared
+        for label, values in per_round.items():
+            emit(
+                out,
+                {
+                    "measure": "finish",
+                    "variant": label,
+                    "batch": size,
+                    "us_per_call": round(statistics.median(values)),
+                    "rounds": [round(v) for v in values],
+                },
+            )
+
+
 def _record(measure: str, variant: str, values: list[float], **details: Any) -> dict[str, Any]:
     return {
         "measure": measure,
@@ -324,7 +384,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--only", choices=("bulk", "single", "tenant_check", "insert_trigger", "claim")
+        "--only", choices=("bulk", "single", "tenant_check", "insert_trigger", "claim", "finish")
     )
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args(argv)
@@ -341,6 +401,7 @@ def main(argv: list[str]) -> int:
                 ("tenant_check", tenant_check),
                 ("insert_trigger", insert_trigger),
                 ("claim", claim),
+                ("finish", finish),
             ):
                 if args.only in (None, name):
                     measure(url, args.jobs, args.rounds, out)

@@ -122,9 +122,9 @@ class Link:
     prepared statement (``plan_cache_mode = force_generic_plan``). Left to itself, PostgreSQL
     planned the claim afresh at every call, because each custom plan's estimate beat the
     generic one's, though both plans are the same index scans: planning was a third of the
-    claim's time. Only for a link whose statements all plan well without their parameters'
-    values (the claim's): it applies to unprepared statements too, which the batch writes
-    (``PLANNED_PER_BATCH``) must not get. Such a link also prepares its statements at their
+    claim's time. Only for a link that runs nothing but claims: the setting applies to
+    unprepared statements too, and those planned per batch (``PLANNED_PER_BATCH``) must not get
+    a generic plan. Such a link also prepares its statements at their
     first run instead of their fifth: the listener claims only when a job is enqueued, so each
     of its first five claims was planned afresh (2 to 6 ms on a worker that had just started,
     the slowest pickups of a latency run).
