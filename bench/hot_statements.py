@@ -388,6 +388,8 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.rounds < 1:
+        parser.error("--jobs and --rounds must be at least 1")
     server = os.environ.get("DATABASE_URL")
     if not server:
         raise SystemExit("set DATABASE_URL to a PostgreSQL server (a scratch database is made)")
