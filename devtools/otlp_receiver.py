@@ -41,12 +41,23 @@ class ReceivedSpan:
     status_code: int
 
 
+@dataclass(frozen=True)
+class ReceivedHistogram:
+    """One histogram data point: its bucket bounds and the count in each bucket."""
+
+    name: str
+    attributes: dict[str, Any]
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+
+
 @dataclass
 class Receiver:
     spans: list[ReceivedSpan] = field(default_factory=list)
     metrics: list[tuple[str, str, dict[str, Any]]] = field(
         default_factory=list
     )  # service, name, attrs
+    histograms: list["ReceivedHistogram"] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> "Receiver":
@@ -121,10 +132,23 @@ class Receiver:
                             self.metrics.append(
                                 (service, metric.name, _attributes(point.attributes))
                             )
+                            if kind == "histogram":
+                                self.histograms.append(
+                                    ReceivedHistogram(
+                                        metric.name,
+                                        _attributes(point.attributes),
+                                        tuple(point.explicit_bounds),
+                                        tuple(point.bucket_counts),
+                                    )
+                                )
 
     def spans_named(self, name: str) -> list[ReceivedSpan]:
         with self.lock:
             return [span for span in self.spans if span.name == name]
+
+    def histogram_points(self, name: str) -> list["ReceivedHistogram"]:
+        with self.lock:
+            return [point for point in self.histograms if point.name == name]
 
     def metric_attributes(self, name: str) -> list[dict[str, Any]]:
         with self.lock:

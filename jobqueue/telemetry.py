@@ -291,6 +291,15 @@ def trace_id_of(span: Any) -> str | None:
 # -- metrics -------------------------------------------------------------------------------------
 
 
+# The job histograms' bucket bounds, in seconds, from 5 ms to an hour. Without them the SDK's
+# defaults (0, 5, 10, 25 ... 10,000), made for milliseconds, put every attempt under 5 s in one
+# bucket.
+DURATION_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    600.0, 1800.0, 3600.0,
+)  # fmt: skip
+
+
 class JobMetrics:
     """The instruments, created on first use so that they bind to the configured provider."""
 
@@ -300,12 +309,16 @@ class JobMetrics:
             "pauta.jobs.processed", unit="{job}", description="Attempts finished, by outcome"
         )
         self.run_time = meter.create_histogram(
-            "pauta.job.run.duration", unit="s", description="How long an attempt ran"
+            "pauta.job.run.duration",
+            unit="s",
+            description="How long an attempt ran",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.wait_time = meter.create_histogram(
             "pauta.job.wait.duration",
             unit="s",
             description="From becoming visible to being claimed",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
 
     def record_times(self, queue: str, task: str, run: float, wait: float) -> None:

@@ -2,6 +2,7 @@
 real receiver on loopback. A request that enqueues jobs yields a server span, and the worker a
 consumer span linked to it; metrics arrive with their names and labels."""
 
+import bisect
 import http.cookiejar
 import os
 import re
@@ -13,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from devtools.otlp_receiver import Receiver
+from devtools.otlp_receiver import ReceivedHistogram, Receiver
+from jobqueue.telemetry import DURATION_BUCKETS
 from models.people import Role
 from tests.support.factories import (
     PASSWORD,
@@ -127,6 +130,7 @@ def test_a_request_and_the_jobs_it_enqueued_are_one_click_apart(
     database_url: str,
     workers: list[WorkerProcess],
 ) -> None:
+    """kills: histograms-default-buckets"""
     with seeding(app) as session:
         tenant = make_tenant(session)
         people = make_employees(session, tenant, 4, span=3)
@@ -188,6 +192,7 @@ def test_a_request_and_the_jobs_it_enqueued_are_one_click_apart(
     run_time = wait_until(lambda: receiver.metric_attributes("pauta.job.run.duration"), timeout=10)
     assert run_time[0] == {"queue": "notifications", "task": "hr.notify_reviewer"}
     assert wait_until(lambda: receiver.metric_attributes("pauta.job.wait.duration"), timeout=10)
+    _assert_run_times_bucketed_as_their_attempt_rows(receiver, database_url)
     depth = wait_until(lambda: receiver.metric_attributes("pauta.queue.depth"), timeout=20)
     assert {labels["state"] for labels in depth} == {"available", "scheduled", "running", "dead"}
     assert wait_until(lambda: receiver.metric_attributes("pauta.queue.oldest_waiting_age"))
@@ -201,3 +206,34 @@ def test_a_request_and_the_jobs_it_enqueued_are_one_click_apart(
 
     http_duration = wait_until(http_duration_of_activate, timeout=20)
     assert not any("enduser.id" in labels for labels in http_duration)
+
+
+def _assert_run_times_bucketed_as_their_attempt_rows(receiver: Receiver, database_url: str) -> None:
+    """The run-time histogram has bounds made for seconds (the SDK's defaults, 0, 5, 10 ...,
+    would put every notification in one bucket), and each attempt in the bucket its duration in
+    job_attempts belongs to."""
+    labels = {"queue": "notifications", "task": "hr.notify_reviewer"}
+    with psycopg.connect(database_url) as conn:
+
+        def every_attempt_counted() -> tuple[ReceivedHistogram, list[float]] | None:
+            durations = [
+                float(row[0])
+                for row in conn.execute(
+                    "SELECT extract(epoch FROM a.duration)::float8 FROM job_attempts AS a"
+                    " JOIN jobs ON jobs.id = a.job_id WHERE jobs.task = 'hr.notify_reviewer'"
+                )
+            ]
+            conn.rollback()
+            points = [
+                point
+                for point in receiver.histogram_points("pauta.job.run.duration")
+                if point.attributes == labels and sum(point.counts) == len(durations)
+            ]
+            return (points[-1], durations) if points and len(durations) >= 4 else None
+
+        point, durations = wait_until(every_attempt_counted, timeout=20)
+    assert point.bounds == DURATION_BUCKETS
+    expected = [0] * (len(DURATION_BUCKETS) + 1)
+    for duration in durations:  # a bucket holds (bound before, its bound]
+        expected[bisect.bisect_left(DURATION_BUCKETS, duration)] += 1
+    assert point.counts == tuple(expected)
