@@ -11,6 +11,7 @@ from jobqueue.errors import InvalidPayload, UnknownTask
 
 DEFAULT_QUEUE = "default"
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600  # an attempt's timeout, by decorator or at enqueue
+MAX_BATCH = 1000  # attempts of one task a worker thread may run together
 
 TaskFunction = Callable[..., Any]
 
@@ -23,6 +24,7 @@ class Task:
     retry: RetryPolicy
     pass_context: bool
     timeout: float | None = None  # seconds an attempt may run; None: the worker's default
+    batch: int = 1  # attempts a worker thread runs together (jobqueue.cooperative); 1: alone
     # The function's keyword parameters, read once (inspect.signature took a third of a no-op
     # attempt's time when it ran per attempt): all of them, and those without a default.
     # None when only binding can tell (*args, **kwargs, positional-only parameters).
@@ -94,6 +96,7 @@ class TaskRegistry:
         retry: RetryPolicy | None = None,
         pass_context: bool = False,
         timeout: float | None = None,
+        batch: int = 1,
     ) -> Callable[[TaskFunction], TaskFunction]: ...
 
     def task(
@@ -104,6 +107,7 @@ class TaskRegistry:
         retry: RetryPolicy | None = None,
         pass_context: bool = False,
         timeout: float | None = None,
+        batch: int = 1,
     ) -> TaskFunction | Callable[[TaskFunction], TaskFunction]:
         """Register the decorated function as a task: ``@task``, ``@task("name")`` or
         ``@task(queue=..., retry=...)``; the task's name defaults to the function's.
@@ -111,7 +115,9 @@ class TaskRegistry:
         The payload's keys become the function's keyword arguments. With ``pass_context`` the
         function also gets a :class:`jobqueue.execution.JobContext` as its first argument.
         ``timeout`` (seconds) bounds each attempt, unless the job was enqueued with its own;
-        without either, the worker's ``timeout_seconds`` setting applies.
+        without either, the worker's ``timeout_seconds`` setting applies. With ``batch`` above 1,
+        a worker thread runs up to that many of the task's attempts together, each in a greenlet
+        of its own, and the task's :func:`jobqueue.cooperative.gather` calls run together.
         """
         if callable(name):  # used bare, as @task
             return self.task()(name)
@@ -125,6 +131,9 @@ class TaskRegistry:
                 f"not {timeout!r}"
             )
 
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch must be a whole number from 1 to {MAX_BATCH}, not {batch!r}")
+
         def register(function: TaskFunction) -> TaskFunction:
             task_name = name or function.__name__
             existing = self._tasks.get(task_name)
@@ -137,6 +146,7 @@ class TaskRegistry:
                 retry=retry or RetryPolicy(),
                 pass_context=pass_context,
                 timeout=None if timeout is None else float(timeout),
+                batch=batch,
             )
             return function
 

@@ -47,6 +47,7 @@ from psycopg_pool import ConnectionPool
 
 from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
+from jobqueue.cooperative import Group, GroupSize
 from jobqueue.execution import AttemptControl, run_job, timed_out
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
@@ -134,6 +135,11 @@ class Consumer:
         self.runner = runner
         self.queue = queue
         self.threads = threads
+        # A task that batches (the largest batch of the tasks registered on this queue) has its
+        # attempts run in groups, each group on one thread: the queue then holds a group's
+        # worth of jobs a thread.
+        batch = max((task.batch for task in runner.tasks if task.queue == queue), default=1)
+        self.group_size = GroupSize(batch)
         self.prefetch = Prefetch(threads, runner.settings.prefetch)
         self.wake = threading.Event()
         # the queue's rate limit as (starts, period seconds), learnt at start and each heartbeat
@@ -180,6 +186,10 @@ class Consumer:
             self.wake.wait(min(backoff.next(settings.poll_seconds), self._refill_seconds()))
         self._link.close()
 
+    def slots(self) -> int:
+        """Jobs this queue runs at once: a thread's, or a group's on each thread."""
+        return self.threads * self.group_size.size()
+
     def _refill_seconds(self) -> float:
         """For a rate-limited queue, half the time its bucket takes to fill (it holds a quarter
         of the limit): claiming that often spends the tokens before the bucket caps them."""
@@ -220,8 +230,9 @@ class Consumer:
         fetcher and the listener can claim at the same time without exceeding the capacity.
         """
         with self._lock:
-            free = self.threads + self.prefetch.amount() - self._outstanding
-            if free <= 0 or self._buffer.qsize() >= self.threads:
+            slots = self.slots()
+            free = slots + self.prefetch.amount() - self._outstanding
+            if free <= 0 or self._buffer.qsize() >= slots:
                 return False
             self._outstanding += free
         runner = self.runner
@@ -245,26 +256,14 @@ class Consumer:
     def _work_loop(self) -> None:
         runner = self.runner
         while (job := self._buffer.get()) is not None:
-            if not runner.lease_may_hold(job):
-                # This process stalled (frozen, paused) past the job's lease while the job
-                # waited in the buffer: it has been or will be rescued, so it must not start.
-                log.warning(
-                    "job %d attempt %d not started: its lease may have expired while this "
-                    "process was stalled",
-                    job.id,
-                    job.attempt,
-                )
-                runner.forget_job(job)
-                with self._lock:
-                    self._outstanding -= 1
+            task = runner.tasks.get(job.task)
+            if task is not None and task.batch > 1:
+                size = min(task.batch, self.group_size.size())
+                self._run_group(self._take_group(job, size))
                 continue
-            control = AttemptControl.start(runner.timeout_of(job))
-            if runner.cancel_was_requested(job):  # learnt while the job waited in the buffer
-                control.cancel.set()
-            with self._lock:
-                self._running[job.id, job.attempt] = Running(
-                    job, control, threading.current_thread()
-                )
+            control = self._start(job)
+            if control is None:
+                continue
             result = run_job(
                 job,
                 runner.tasks,
@@ -273,21 +272,92 @@ class Consumer:
                 runner.text_limits,
                 control,
             )
+            self._end(job, result)
+
+    def _take_group(self, first: ClaimedJob, size: int) -> list[ClaimedJob]:
+        """``first`` and up to ``size - 1`` more jobs of its task waiting in the buffer; the
+        others taken on the way (another task's, the stop signal) go back in."""
+        group = [first]
+        others: list[ClaimedJob | None] = []
+        while len(group) < size:
+            try:
+                job = self._buffer.get_nowait()
+            except Empty:
+                break
+            if job is not None and job.task == first.task:
+                group.append(job)
+            else:
+                others.append(job)
+        for job in others:
+            self._buffer.put(job)
+        return group
+
+    def _run_group(self, jobs: list[ClaimedJob]) -> None:
+        runner = self.runner
+        started = [(job, control) for job in jobs if (control := self._start(job)) is not None]
+        if not started:
+            return
+        group = Group(runner.task_connection)
+        began = time.perf_counter()
+        results = group.run(
+            [
+                partial(
+                    run_job,
+                    job,
+                    runner.tasks,
+                    runner.worker_id,
+                    group.connection,
+                    runner.text_limits,
+                    control,
+                )
+                for job, control in started
+            ]
+        )
+        self.group_size.observe(time.perf_counter() - began, len(started))
+        for (job, _), result in zip(started, results, strict=True):
+            self._end(job, result)
+
+    def _start(self, job: ClaimedJob) -> AttemptControl | None:
+        """Count ``job`` as running on this thread; None when it must not start."""
+        runner = self.runner
+        if not runner.lease_may_hold(job):
+            # This process stalled (frozen, paused) past the job's lease while the job
+            # waited in the buffer: it has been or will be rescued, so it must not start.
+            log.warning(
+                "job %d attempt %d not started: its lease may have expired while this "
+                "process was stalled",
+                job.id,
+                job.attempt,
+            )
+            runner.forget_job(job)
             with self._lock:
-                timed_out = self._running.pop((job.id, job.attempt), None) is None
-                if timed_out:  # the watchdog wrote its result: this one is too late
-                    self._stuck.discard(threading.current_thread())
-                else:
-                    self._outstanding -= 1
-                abandoned = self._abandoned
-            if timed_out:
-                log.info("job %d attempt %d returned after its timeout", job.id, job.attempt)
-                continue
-            self.prefetch.observe_runtime(result.duration)
-            if not abandoned:
-                runner.submit(result)
-            if self._buffer.qsize() < self.threads:  # the fetcher has room to claim again
-                self.wake.set()
+                self._outstanding -= 1
+            return None
+        control = AttemptControl.start(runner.timeout_of(job))
+        if runner.cancel_was_requested(job):  # learnt while the job waited in the buffer
+            control.cancel.set()
+        with self._lock:
+            self._running[job.id, job.attempt] = Running(job, control, threading.current_thread())
+        return control
+
+    def _end(self, job: ClaimedJob, result: AttemptResult) -> None:
+        """Hand a finished attempt's result to the completer (unless it came too late)."""
+        runner = self.runner
+        with self._lock:
+            timed_out = self._running.pop((job.id, job.attempt), None) is None
+            if timed_out:  # the watchdog wrote its result: this one is too late
+                self._stuck.discard(threading.current_thread())
+            else:
+                self._outstanding -= 1
+            abandoned = self._abandoned
+        if timed_out:
+            log.info("job %d attempt %d returned after its timeout", job.id, job.attempt)
+            return
+        self.prefetch.observe_runtime(result.duration)
+        if not abandoned:
+            runner.submit(result)
+        if self._buffer.qsize() < self.slots():  # the fetcher has room to claim again
+            self.wake.set()
 
     # -- stopping ------------------------------------------------------------------------------
 

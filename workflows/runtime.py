@@ -21,16 +21,20 @@ from opentelemetry import trace
 from psycopg import errors as pg_errors
 
 from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task, telemetry
+from jobqueue.cooperative import gather, in_group
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import Workflow, WorkflowRegistry, registry
 from workflows.store import (
+    Boundary,
     Checkpoint,
     End,
     Fence,
     Guarded,
     Recorded,
     WorkflowStore,
+    guard_boundaries,
+    load_slices,
     slice_key,
 )
 
@@ -44,6 +48,9 @@ SLICE_RETRY = RetryPolicy(max_attempts=10_000, base_seconds=0.5, factor=2.0, cap
 STEP_RETRY = RetryPolicy(max_attempts=3, base_seconds=0.5, factor=2.0, cap_seconds=30.0)
 # A transaction step that loses a serialization or deadlock race is simply run again.
 RACE_RETRIES = 20
+# Slices a worker thread runs together at most (jobqueue.cooperative: fewer when they take long):
+# a group's loads, and its boundaries at each point, are one statement and one commit each.
+SLICE_BATCH = 32
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 MAX_ERROR_BYTES = 4000
 JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
@@ -274,17 +281,30 @@ class WorkflowContext:
         self._held = None
 
     def flush(self) -> None:
-        """Write the held checkpoint now, alone (one statement, its own transaction)."""
+        """Write the held checkpoint now, alone (one statement, its own transaction; in a group
+        of slices, one statement for all of the group's that flush at this point)."""
         if self._held is not None:
-            self._check(self._store.guard(self.execution_id, self._fence, self._held))
+            self._check(self._guard_alone())
             self._held = None
+
+    def _guard_alone(self, end: End | None = None) -> Guarded:
+        """The boundary as a statement of its own: gathered with the group's (one statement for
+        all), unless a transaction is open on the connection (workflow code calling a step
+        inside a transactional step), which the group's statement must not run in."""
+        boundary = Boundary(self._store, self.execution_id, self._fence, self._held, end)
+        status = self._store.connection.info.transaction_status
+        if status != psycopg.pq.TransactionStatus.IDLE:
+            answer = guard_boundaries([boundary])[0]
+        else:
+            answer = gather(guard_boundaries, boundary)
+        if isinstance(answer, Exception):  # gather raises these itself; here for the one alone
+            raise answer
+        return answer
 
     def end(self, status: str, output: Any, error: str | None) -> bool:
         """End the execution with the held checkpoint, in one statement; False when the slice
         no longer holds it (lost lease, cancelled)."""
-        guarded = self._store.guard(
-            self.execution_id, self._fence, self._held, End(status, output, error)
-        )
+        guarded = self._guard_alone(End(status, output, error))
         try:
             self._check(guarded)
         except _Stop:
@@ -479,7 +499,7 @@ class Slice:
         self.workflows = workflows
 
     def run(self) -> None:
-        loaded = self.store.load(self.execution_id)
+        loaded = gather(load_slices, (self.store, self.execution_id))
         if loaded is None or loaded.execution["status"] in FINISHED:
             return
         execution = loaded.execution
@@ -489,7 +509,10 @@ class Slice:
         context = WorkflowContext(
             self.store, execution, self.fence, loaded.steps, loaded.open_waits
         )
-        with self.store.relaxed_durability(definition.relaxed_durability):
+        # In a group of slices its boundaries commit together, one commit for the group: relaxed
+        # durability would save little there, and it is a setting of the shared connection.
+        relaxed = definition.relaxed_durability and not in_group()
+        with self.store.relaxed_durability(relaxed):
             self._run(definition, context, execution["input"])
 
     def _run(self, definition: Workflow, context: WorkflowContext, input: dict[str, Any]) -> None:
@@ -516,17 +539,19 @@ class Slice:
         log.log(level, "execution %d %s", self.execution_id, status if ended else "stopped")
 
 
-@task(SLICE_TASK, queue=QUEUE, pass_context=True, retry=SLICE_RETRY)
+@task(SLICE_TASK, queue=QUEUE, pass_context=True, retry=SLICE_RETRY, batch=SLICE_BATCH)
 def run_slice(job: JobContext, execution_id: int) -> None:
-    """The task that runs one slice of an execution."""
+    """The task that runs one slice of an execution (in a group of slices, the group's
+    connection is shared and already in autocommit mode)."""
     with job.connection() as connection:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             connection.rollback()
+        lent = not connection.autocommit
         connection.autocommit = True  # every checkpoint is a transaction of its own
         try:
             Slice(
                 WorkflowStore(connection), execution_id, Fence(job.job_id, job.attempt, job.worker)
             ).run()
         finally:
-            if not connection.closed:
+            if lent and not connection.closed:
                 connection.autocommit = False

@@ -3,6 +3,7 @@
 Like the engine's JobStore it never commits: whoever owns the connection owns the transaction.
 """
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from jobqueue.queries import Query, parse
+
+JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
 def slice_key(execution_id: int) -> str:
@@ -107,6 +110,89 @@ class Fence:
         return {"job_id": self.job_id, "attempt": self.attempt, "worker": self.worker}
 
 
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A slice's step boundary written alone: its held checkpoint and, at the end, its end."""
+
+    store: "WorkflowStore"
+    execution_id: int
+    fence: Fence
+    held: Checkpoint | None
+    end: End | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The boundary as a row of ``step_guard_many``'s JSON (outputs boxed: see there)."""
+        held, end = self.held, self.end
+        return {
+            "execution_id": self.execution_id,
+            "job_id": self.fence.job_id,
+            "attempt": self.fence.attempt,
+            "worker": self.fence.worker,
+            **(
+                {}
+                if held is None
+                else {
+                    "step_id": held.step_id,
+                    "name": held.name,
+                    "kind": held.kind,
+                    "output": None if held.error is not None else {"v": held.output},
+                    "error": held.error,
+                    "step_attempts": held.attempts,
+                    "started_at": _iso(held.started_at),
+                    "finished_at": _iso(held.finished_at),
+                }
+            ),
+            **(
+                {}
+                if end is None
+                else {
+                    "end_status": end.status,
+                    "end_output": {"v": end.output} if end.status == "succeeded" else None,
+                    "end_error": end.error,
+                }
+            ),
+        }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def load_slices(requests: list[tuple["WorkflowStore", int]]) -> list[Loaded | None]:
+    """What each slice starts from: ``slice_load`` for one, ``slice_load_many`` for a group
+    (gathered by :func:`jobqueue.cooperative.gather`; every store of a group shares its
+    connection)."""
+    store = requests[0][0]
+    if len(requests) == 1:
+        return [store.load(requests[0][1])]
+    return store.load_many([execution_id for _, execution_id in requests])
+
+
+def guard_boundaries(boundaries: list[Boundary]) -> list[Guarded | Exception]:
+    """Each boundary's :meth:`WorkflowStore.guard`: in one statement for a group (gathered by
+    :func:`jobqueue.cooperative.gather`), each row in its own transaction otherwise. If the
+    database refuses the group's statement for a reason other than the connection, each is
+    written alone, so that one bad row fails only its own slice (its answer is the error)."""
+    store = boundaries[0].store
+    if len(boundaries) == 1:
+        (one,) = boundaries
+        return [store.guard(one.execution_id, one.fence, one.held, one.end)]
+    try:
+        return list(store.guard_many(boundaries))
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error:
+        answers: list[Guarded | Exception] = []
+        for one in boundaries:
+            try:
+                answers.append(store.guard(one.execution_id, one.fence, one.held, one.end))
+            except psycopg.OperationalError:
+                raise
+            except psycopg.Error as error:
+                answers.append(error)
+        return answers
+
+
 class WorkflowStore:
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.connection = connection
@@ -162,13 +248,14 @@ class WorkflowStore:
     def load(self, execution_id: int) -> Loaded | None:
         """What a slice starts from (one round trip); None when the execution is gone."""
         row = self._row("slice_load", {"id": execution_id})
-        if row is None:
-            return None
-        return Loaded(
-            execution={key: row[key] for key in ("id", "tenant_id", "name", "input", "status")},
-            steps=[Recorded(*step) for step in row["steps"]],
-            open_waits={int(wait[0]): (wait[1], wait[2]) for wait in row["open_waits"]},
-        )
+        return None if row is None else _loaded(row)
+
+    def load_many(self, execution_ids: list[int]) -> list[Loaded | None]:
+        """:meth:`load` for several slices in one round trip, in the order asked."""
+        with self.connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(self._queries["slice_load_many"].sql, {"ids": execution_ids})
+            found = {row["id"]: _loaded(row) for row in cursor.fetchall()}
+        return [found.get(execution_id) for execution_id in execution_ids]
 
     def step(self, execution_id: int, step_id: int) -> Recorded:
         row = self._execute("step_get", {"execution_id": execution_id, "step_id": step_id})
@@ -200,6 +287,17 @@ class WorkflowStore:
         if found is None:
             return Guarded("gone", fenced=False, recorded=False)
         return Guarded(str(found[0]), fenced=bool(found[1]), recorded=bool(found[2]))
+
+    def guard_many(self, boundaries: list["Boundary"]) -> list[Guarded]:
+        """:meth:`guard` for several slices' boundaries in one statement (``step_guard_many``),
+        in the order given."""
+        rows = [boundary.as_json() for boundary in boundaries]
+        found = {
+            int(row[0]): Guarded(str(row[1]), fenced=bool(row[2]), recorded=bool(row[3]))
+            for row in self._execute("step_guard_many", {"boundaries": JSON.encode(rows)})
+        }
+        gone = Guarded("gone", fenced=False, recorded=False)
+        return [found.get(boundary.execution_id, gone) for boundary in boundaries]
 
     @contextmanager
     def relaxed_durability(self, relaxed: bool) -> Iterator[None]:
@@ -282,6 +380,14 @@ class WorkflowStore:
 
     def resume(self, execution_id: int) -> dict[str, Any] | None:
         return self._row("execution_resume", {"execution_id": execution_id})
+
+
+def _loaded(row: dict[str, Any]) -> Loaded:
+    return Loaded(
+        execution={key: row[key] for key in ("id", "tenant_id", "name", "input", "status")},
+        steps=[Recorded(*step) for step in row["steps"]],
+        open_waits={int(wait[0]): (wait[1], wait[2]) for wait in row["open_waits"]},
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,10 @@ import psycopg
 import pytest
 
 import tests.support.workflows  # noqa: F401 - registers the test workflows
+from jobqueue.cooperative import Group
 from jobqueue.execution import run_job
 from jobqueue.registry import registry as tasks
-from jobqueue.store import JobStore
+from jobqueue.store import AttemptResult, ClaimedJob, JobStore
 from tests.support.workflows import create_workflow_test_tables
 from workflows import QUEUE
 
@@ -34,10 +36,13 @@ def effects_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 class Slices:
-    """Runs the visible slice jobs in this process, as a worker would: claim, run, finish."""
+    """Runs the visible slice jobs in this process, as a worker would: claim, run, finish; with
+    ``grouped``, each claim's slices together as a worker thread runs a batching task's
+    (jobqueue.cooperative), so that every test using this fixture runs both ways."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, grouped: bool = False) -> None:
         self.url = database_url
+        self.grouped = grouped
 
     @contextmanager
     def _connection(self) -> Iterator[Conn]:
@@ -53,14 +58,21 @@ class Slices:
                 claimed = store.claim(QUEUE, 10, WORKER, 30.0)
                 if not claimed:
                     return ran
-                for job in claimed:
-                    result = run_job(job, tasks, WORKER, self._connection)
+                for result in self._run(claimed):
                     assert result.outcome == "succeeded", result.error
                     store.finish([result], WORKER)
                     ran += 1
         return ran
 
+    def _run(self, claimed: list[ClaimedJob]) -> list[AttemptResult]:
+        if not self.grouped:
+            return [run_job(job, tasks, WORKER, self._connection) for job in claimed]
+        group = Group(self._connection)
+        return group.run(
+            [partial(run_job, job, tasks, WORKER, group.connection) for job in claimed]
+        )
 
-@pytest.fixture
-def slices(database_url: str) -> Slices:
-    return Slices(database_url)
+
+@pytest.fixture(params=["alone", "grouped"])
+def slices(request: pytest.FixtureRequest, database_url: str) -> Slices:
+    return Slices(database_url, grouped=request.param == "grouped")

@@ -16,6 +16,7 @@ from tests.support.db import scalar
 from tests.support.processes import WorkerProcess, start_worker, wait_until
 from tests.support.workflows import create_workflow_test_tables
 from workflows import send_event, start_workflow
+from workflows.runtime import SLICE_BATCH
 
 Conn = psycopg.Connection[Any]
 TASKS = "tests.support.workflows"
@@ -97,12 +98,45 @@ def test_executions_survive_workers_killed_at_random(
     are SIGKILLed 15 times: every execution succeeds with the output of an uninterrupted run,
     each ledger row exists once, and only external effects in flight at a kill are repeated.
     (bench/workflow_chaos.py runs the long version: 200 executions, 100 kills.)"""
+    survive_kills(database_url, conn, workers, tmp_path, executions=40, kills=15, pause=0.05)
+
+
+def test_executions_survive_workers_killed_while_they_run_slices_in_groups(
+    database_url: str, conn: Conn, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """The same with steps short enough that each worker thread runs its slices in groups (the
+    slice task batches: jobqueue.cooperative), so that a kill lands on groups of slices in
+    flight: every execution still succeeds once with its own output, each ledger row once; a
+    kill repeats at most the one external step of each slice its groups held.
+    kills: runner-never-groups"""
+    executions = 1500
+    survive_kills(database_url, conn, workers, tmp_path, executions, kills=6, pause=0.0,
+                  repeats_per_thread=SLICE_BATCH)  # fmt: skip
+    # Groups did form: most executions ended in a transaction that ended others with them.
+    together = scalar(
+        conn,
+        "SELECT coalesce(sum(ended), 0) FROM (SELECT count(*) AS ended FROM workflow_executions"
+        " GROUP BY xmin::text HAVING count(*) > 1) AS shared",
+    )
+    assert together > executions / 2, together
+
+
+def survive_kills(
+    database_url: str,
+    conn: Conn,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+    executions: int,
+    kills: int,
+    pause: float,
+    repeats_per_thread: int = 1,
+) -> None:
     create_workflow_test_tables(conn)
     effects = tmp_path / "effects.txt"
     effects.touch()
-    executions, kills, threads = 40, 15, 3
+    threads = 3
     ids = [
-        start_workflow(conn, "five_steps", {"n": n, "pause": 0.05}).execution_id
+        start_workflow(conn, "five_steps", {"n": n, "pause": pause}).execution_id
         for n in range(executions)
     ]
     env = {"WF_EFFECTS_FILE": str(effects)}
@@ -127,7 +161,8 @@ def test_executions_survive_workers_killed_at_random(
     lines = Counter(effects.read_text().split())
     assert set(lines) == {f"{eid}:{step}" for eid in ids for step in (2, 4)}
     repeats = sum(count - 1 for count in lines.values())
-    assert repeats <= kills * threads  # a kill repeats at most the steps it interrupted
+    # a kill repeats at most the steps it interrupted: one a slice, and a thread's slices
+    assert repeats <= kills * threads * repeats_per_thread
     rescued = scalar(conn, "SELECT count(*) FROM job_attempts WHERE outcome = 'lease_expired'")
     assert rescued >= 1, "no kill landed on a running slice: the test proved nothing"
     # A slice killed after its execution's end committed, before its job's result was written,
