@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from jobqueue.cooperative import Group, GroupSize, gather, in_group
+from jobqueue.registry import TaskRegistry
 
 
 @contextmanager
@@ -159,3 +160,16 @@ def test_group_size_grows_for_short_attempts_and_falls_to_one_for_long_ones() ->
         size.observe(0.04, 10)  # 4 ms an attempt: 12 fit
     assert size.size() == 12
     assert GroupSize(batch=1).size() == 1
+
+
+@pytest.mark.parametrize("batch", [0, 1001, True, 2.0, "4"])
+def test_a_tasks_batch_out_of_bounds_is_refused_with_a_sentence(batch: Any) -> None:
+    with pytest.raises(ValueError, match=r"^batch must be a whole number from 1 to 1000, not "):
+        TaskRegistry().task("grouped", batch=batch)
+
+
+def test_a_tasks_batch_is_kept_per_task() -> None:
+    tasks = TaskRegistry()
+    tasks.task("grouped", queue="q", batch=8)(lambda: None)
+    tasks.task("alone", queue="q")(lambda: None)
+    assert (tasks.require("grouped").batch, tasks.require("alone").batch) == (8, 1)
