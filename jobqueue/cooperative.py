@@ -66,6 +66,8 @@ class Group:
             raise RuntimeError("a group's connection is used outside its run")
         if self._connection is None or self._connection.closed:
             connection = self._resources.enter_context(self._connect())
+            # undone before the connection goes back (callbacks run last in, first out)
+            self._resources.callback(_as_lent, connection)
             connection.autocommit = True
             self._connection = connection
         yield self._connection
@@ -79,22 +81,18 @@ class Group:
         members = [_Member(self, call) for call in calls]
         with ExitStack() as resources:
             self._resources = resources
-            resources.callback(self._give_back)
-            for member in members:
-                member.switch()
-            while self._parked:  # the call parked on first, first: attempts go round in step
-                gathered = next(iter(self._parked))
-                self._answer(gathered, self._parked.pop(gathered))
+            try:
+                for member in members:
+                    member.switch()
+                while self._parked:  # the call parked on first, first: attempts go in step
+                    gathered = next(iter(self._parked))
+                    self._answer(gathered, self._parked.pop(gathered))
+            finally:
+                self._connection, self._resources = None, None
         for member in members:
             if member.error is not None:
                 raise member.error
         return [member.result for member in members]
-
-    def _give_back(self) -> None:
-        """Before the connection goes back to its pool: out of autocommit mode, as it came."""
-        connection, self._connection, self._resources = self._connection, None, None
-        if connection is not None and not connection.closed:
-            connection.autocommit = False
 
     def _answer(self, gathered: Gathered, parked: list[tuple[_Member, Any]]) -> None:
         """Run ``gathered`` once for the parked requests; each member goes on with its answer
@@ -118,6 +116,53 @@ class Group:
     def park(self, member: _Member, gathered: Gathered, request: Any) -> Any:
         self._parked.setdefault(gathered, []).append((member, request))
         return member.parent.switch()
+
+
+def _as_lent(connection: psycopg.Connection[Any]) -> None:
+    """Before a group's connection goes back: a transaction an attempt left open rolled back,
+    and out of autocommit mode, as it was lent (a connection that cannot be is closed)."""
+    if connection.closed:
+        return
+    try:
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            connection.rollback()
+        connection.autocommit = False
+    except psycopg.Error:
+        connection.close()
+
+
+class HeldConnection:
+    """A pooled connection a worker thread keeps from one group to the next, so that a group
+    does not pay the pool's check (a round trip) for it: given back to the pool when the thread
+    is about to wait for work or to run a job alone, and whenever a group left it in a
+    transaction or closed."""
+
+    def __init__(
+        self, connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+    ) -> None:
+        self._connect = connect
+        self._held: ExitStack | None = None
+        self._connection: psycopg.Connection[Any] | None = None
+
+    @contextmanager
+    def lend(self) -> Iterator[psycopg.Connection[Any]]:
+        """The held connection (taken from the pool if none is held) for one group."""
+        if self._connection is None or self._connection.closed:
+            self.give_back()
+            held = ExitStack()
+            self._connection = held.enter_context(self._connect())
+            self._held = held
+        try:
+            yield self._connection
+        finally:
+            idle = psycopg.pq.TransactionStatus.IDLE
+            if self._connection.closed or self._connection.info.transaction_status != idle:
+                self.give_back()
+
+    def give_back(self) -> None:
+        held, self._held, self._connection = self._held, None, None
+        if held is not None:
+            held.close()
 
 
 def in_group() -> bool:

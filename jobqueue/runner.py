@@ -47,7 +47,7 @@ from psycopg_pool import ConnectionPool
 
 from jobqueue import telemetry
 from jobqueue.connections import CONNECT_OPTIONS, Link
-from jobqueue.cooperative import Group, GroupSize
+from jobqueue.cooperative import Group, GroupSize, HeldConnection
 from jobqueue.execution import AttemptControl, run_job, timed_out
 from jobqueue.maintenance import Maintainer
 from jobqueue.registry import TaskRegistry, registry
@@ -187,8 +187,11 @@ class Consumer:
         self._link.close()
 
     def slots(self) -> int:
-        """Jobs this queue runs at once: a thread's, or a group's on each thread."""
-        return self.threads * self.group_size.size()
+        """Jobs this queue runs or holds at once: a thread's, or a group's on each thread and
+        one more group waiting (so that a thread done with its group finds the next one whole in
+        the buffer, instead of the first jobs of a claim still being handed over)."""
+        size = self.group_size.size()
+        return self.threads * size + (size if size > 1 else 0)
 
     def _refill_seconds(self) -> float:
         """For a rate-limited queue, half the time its bucket takes to fill (it holds a quarter
@@ -254,13 +257,28 @@ class Consumer:
     # -- running -------------------------------------------------------------------------------
 
     def _work_loop(self) -> None:
+        held = HeldConnection(self.runner.task_connection)
+        try:
+            self._work(held)
+        finally:
+            held.give_back()
+
+    def _work(self, held: HeldConnection) -> None:
         runner = self.runner
-        while (job := self._buffer.get()) is not None:
+        while True:
+            try:
+                job = self._buffer.get_nowait()
+            except Empty:
+                held.give_back()  # an idle thread holds no connection
+                job = self._buffer.get()
+            if job is None:
+                return
             task = runner.tasks.get(job.task)
             if task is not None and task.batch > 1:
                 size = min(task.batch, self.group_size.size())
-                self._run_group(self._take_group(job, size))
+                self._run_group(self._take_group(job, size), held)
                 continue
+            held.give_back()  # a job alone borrows from the pool: at most one a thread
             control = self._start(job)
             if control is None:
                 continue
@@ -292,12 +310,12 @@ class Consumer:
             self._buffer.put(job)
         return group
 
-    def _run_group(self, jobs: list[ClaimedJob]) -> None:
+    def _run_group(self, jobs: list[ClaimedJob], held: HeldConnection) -> None:
         runner = self.runner
         started = [(job, control) for job in jobs if (control := self._start(job)) is not None]
         if not started:
             return
-        group = Group(runner.task_connection)
+        group = Group(held.lend)
         began = time.perf_counter()
         results = group.run(
             [

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 import pytest
 
-from jobqueue.cooperative import Group, GroupSize, gather, in_group
+from jobqueue.cooperative import Group, GroupSize, HeldConnection, gather, in_group
 from jobqueue.registry import TaskRegistry
 
 
@@ -173,3 +174,66 @@ def test_a_tasks_batch_is_kept_per_task() -> None:
     tasks.task("grouped", queue="q", batch=8)(lambda: None)
     tasks.task("alone", queue="q")(lambda: None)
     assert (tasks.require("grouped").batch, tasks.require("alone").batch) == (8, 1)
+
+
+class Pool:
+    """Lends real connections, as the runner's pool does, and counts what it lent."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lent: list[Any] = []
+        self.returned = 0
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        with psycopg.connect(self.url) as connection:
+            self.lent.append(connection)
+            yield connection
+        self.returned += 1
+
+
+def test_a_thread_keeps_its_groups_connection_from_one_group_to_the_next(
+    database_url: str,
+) -> None:
+    """kills: held-connection-never-kept"""
+    pool = Pool(database_url)
+    held = HeldConnection(pool.connection)
+
+    def backend(group: Group) -> int:
+        with group.connection() as connection:
+            row = connection.execute("SELECT pg_backend_pid()").fetchone()
+        return int(row[0])
+
+    first = Group(held.lend)
+    pids = first.run([lambda: backend(first)] * 3)
+    second = Group(held.lend)
+    pids += second.run([lambda: backend(second)])
+    assert len(set(pids)) == 1 and (len(pool.lent), pool.returned) == (1, 0)
+    held.give_back()
+    assert pool.returned == 1
+
+
+def test_a_transaction_an_attempt_left_open_is_rolled_back_before_the_connection_goes_on(
+    database_url: str,
+) -> None:
+    """A group's connection outlives the group (kept for the thread's next group, or back in
+    the pool): what an attempt left uncommitted there must not commit with whatever comes next.
+    kills: group-leaves-transaction-open"""
+    pool = Pool(database_url)
+    held = HeldConnection(pool.connection)
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute("CREATE TABLE left_open (n int)")
+
+        def leave_open(group: Group) -> None:
+            with group.connection() as connection:
+                connection.execute("BEGIN")
+                connection.execute("INSERT INTO left_open VALUES (1)")
+
+        group = Group(held.lend)
+        group.run([lambda: leave_open(group)])
+        (connection,) = pool.lent
+        assert connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert connection.autocommit is False  # as the pool lent it
+        held.give_back()  # the pool's block ends: it would commit an open transaction
+        assert other.execute("SELECT count(*) FROM left_open").fetchone() == (0,)
+        other.execute("DROP TABLE left_open")
