@@ -49,8 +49,10 @@ STEP_RETRY = RetryPolicy(max_attempts=3, base_seconds=0.5, factor=2.0, cap_secon
 # A transaction step that loses a serialization or deadlock race is simply run again.
 RACE_RETRIES = 20
 # Slices a worker thread runs together at most (jobqueue.cooperative: fewer when they take long):
-# a group's loads, and its boundaries at each point, are one statement and one commit each.
-SLICE_BATCH = 32
+# a group's loads, and its boundaries at each point, are one statement and one commit each. 32
+# made 5% more workflows a second but put step p99 past 10 ms in 7 of 11 runs of 4,000 (one
+# stalled group is most of the slowest 1%); 24 kept it at 6-7 ms (docs/benchmarks.md).
+SLICE_BATCH = 24
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 MAX_ERROR_BYTES = 4000
 JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
