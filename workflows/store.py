@@ -252,9 +252,8 @@ class WorkflowStore:
 
     def load_many(self, execution_ids: list[int]) -> list[Loaded | None]:
         """:meth:`load` for several slices in one round trip, in the order asked."""
-        with self.connection.cursor(row_factory=dict_row) as cursor:
-            cursor.execute(self._queries["slice_load_many"].sql, {"ids": execution_ids})
-            found = {row["id"]: _loaded(row) for row in cursor.fetchall()}
+        row = self._execute("slice_load_many", {"ids": execution_ids}).fetchone()
+        found = {one["id"]: _loaded(one) for one in (row[0] if row else [])}
         return [found.get(execution_id) for execution_id in execution_ids]
 
     def step(self, execution_id: int, step_id: int) -> Recorded:
@@ -292,9 +291,10 @@ class WorkflowStore:
         """:meth:`guard` for several slices' boundaries in one statement (``step_guard_many``),
         in the order given."""
         rows = [boundary.as_json() for boundary in boundaries]
+        answer = self._execute("step_guard_many", {"boundaries": JSON.encode(rows)}).fetchone()
         found = {
-            int(row[0]): Guarded(str(row[1]), fenced=bool(row[2]), recorded=bool(row[3]))
-            for row in self._execute("step_guard_many", {"boundaries": JSON.encode(rows)})
+            int(execution_id): Guarded(str(status), fenced=bool(fenced), recorded=bool(recorded))
+            for execution_id, status, fenced, recorded in (answer[0] if answer else [])
         }
         gone = Guarded("gone", fenced=False, recorded=False)
         return [found.get(boundary.execution_id, gone) for boundary in boundaries]
