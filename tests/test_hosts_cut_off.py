@@ -90,6 +90,22 @@ def start_host(
     return worker, name.group(1)
 
 
+def settled_holdings(conn: psycopg.Connection[Any], worker: str) -> list[tuple[int, int]]:
+    """The (job id, attempt) pairs ``worker`` holds once what it sent before its link went down
+    has landed: a claim or a result already past the host's link still commits at the server a
+    moment later (under load, after a first read: the set of jobs it held then never matched
+    the rescued ones). Read until two reads half a second apart agree; nothing it holds can be
+    rescued before a lease has passed."""
+    query = "SELECT id, attempt FROM jobs WHERE locked_by = %s AND state = 'running' ORDER BY id"
+    before = conn.execute(query, (worker,)).fetchall()
+    while True:
+        conn.execute("SELECT pg_sleep(0.5)")
+        now = conn.execute(query, (worker,)).fetchall()
+        if now == before:
+            return [(int(job_id), int(attempt)) for job_id, attempt in now]
+        before = now
+
+
 def test_a_host_cut_off_longer_than_a_lease_is_rescued_fenced_and_rejoins(
     network: netns.Network, server: tuple[Cluster, str], workers: list[WorkerProcess]
 ) -> None:
@@ -107,9 +123,7 @@ def test_a_host_cut_off_longer_than_a_lease_is_rescued_fenced_and_rejoins(
 
         network.cut(1)
         cut_at = scalar(conn, "SELECT now()")
-        held_attempts = conn.execute(
-            "SELECT id, attempt FROM jobs WHERE locked_by = %s AND state = 'running'", (cut_name,)
-        ).fetchall()
+        held_attempts = settled_holdings(conn, cut_name)
         held = [job_id for job_id, _ in held_attempts]
         assert held, "the cut-off host held no job at the cut"
 
@@ -117,10 +131,12 @@ def test_a_host_cut_off_longer_than_a_lease_is_rescued_fenced_and_rejoins(
         rescued = wait_until(
             lambda: scalar(
                 conn,
-                "SELECT CASE WHEN count(*) = %s THEN max(finished_at) END FROM job_attempts"
-                " WHERE worker = %s AND outcome = 'lease_expired'",
+                "SELECT CASE WHEN count(DISTINCT job_id) = %s THEN max(finished_at) END"
+                " FROM job_attempts"
+                " WHERE worker = %s AND outcome = 'lease_expired' AND job_id = ANY(%s)",
                 len(held),
                 cut_name,
+                held,
             ),
             timeout=LEASE + 10,
             message="the cut-off host's jobs were not rescued",
