@@ -114,7 +114,7 @@ FROM guard
 -- step_guard for the boundaries of several slices at once (a group of slices run together: see
 -- jobqueue.cooperative), each row as step_guard would do it alone; the executions are locked in
 -- id order, each before its slice's job. The boundaries come as one JSON array of objects (one
--- parameter: dumping fifteen arrays element by element was a quarter of a group's Python); a
+-- parameter: dumping fifteen arrays element by element was half a group thread's Python); a
 -- step's output is boxed as {"v": output} so that a JSON null stays a JSON null. Answers one
 -- entry per execution found, with its id.
 WITH input AS (
@@ -180,7 +180,7 @@ FROM guard
 -- name: slice_load_many
 -- slice_load for several slices at once (a group of slices run together), as one JSON array of
 -- objects: one value to decode for the group, where a row of five columns, three of them JSON,
--- cost a third of a group's Python.
+-- cost a third of a group thread's Python.
 SELECT coalesce(jsonb_agg(jsonb_build_object(
     'id', e.id, 'tenant_id', e.tenant_id, 'name', e.name, 'input', e.input, 'status', e.status,
     'steps', (SELECT coalesce(jsonb_agg(jsonb_build_array(o.step_id, o.name, o.kind, o.output,

@@ -204,7 +204,7 @@ def test_a_groups_external_checkpoints_are_written_together_before_the_next_step
 
 def test_a_groups_boundary_write_reads_only_its_own_executions(wf_conn: Conn) -> None:
     """step_guard_many gets its rows as JSON, whose size the planner cannot see: joined with IN,
-    it read every execution to hash them (a group's write grew with the table, 0.2 ms a
+    it read every execution to hash them (a group's write grew with the table, about 0.1 ms a
     thousand executions). Now it looks each one up by its key.
     kills: group-guard-reads-every-execution"""
     with wf_conn.transaction():
