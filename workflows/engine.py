@@ -17,8 +17,8 @@ from jobqueue import telemetry
 from jobqueue.enqueue import psycopg_connection
 from workflows.errors import ActionRefused, EventRefused, StartError
 from workflows.registry import WorkflowRegistry, registry
-from workflows.runtime import FINISHED, JSON_ENCODER, enqueue_slice
-from workflows.store import WorkflowStore, slice_key
+from workflows.runtime import FINISHED, enqueue_slice
+from workflows.store import JSON_ENCODER, WorkflowStore, slice_key
 
 MAX_KEY_CHARS = 200
 

@@ -26,6 +26,7 @@ from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import Workflow, WorkflowRegistry, registry
 from workflows.store import (
+    JSON_ENCODER,
     Boundary,
     Checkpoint,
     End,
@@ -55,7 +56,6 @@ RACE_RETRIES = 20
 SLICE_BATCH = 24
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 MAX_ERROR_BYTES = 4000
-JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
 def enqueue_slice(
@@ -293,13 +293,11 @@ class WorkflowContext:
         """The boundary as a statement of its own: gathered with the group's (one statement for
         all), unless a transaction is open on the connection (workflow code calling a step
         inside a transactional step), which the group's statement must not run in."""
+        if self._store.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return self._store.guard(self.execution_id, self._fence, self._held, end)
         boundary = Boundary(self._store, self.execution_id, self._fence, self._held, end)
-        status = self._store.connection.info.transaction_status
-        if status != psycopg.pq.TransactionStatus.IDLE:
-            answer = guard_boundaries([boundary])[0]
-        else:
-            answer = gather(guard_boundaries, boundary)
-        if isinstance(answer, Exception):  # gather raises these itself; here for the one alone
+        answer = gather(guard_boundaries, boundary)
+        if isinstance(answer, Exception):  # gather raised it already; this tells the type
             raise answer
         return answer
 

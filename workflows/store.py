@@ -18,7 +18,8 @@ from psycopg.types.json import Jsonb
 
 from jobqueue.queries import Query, parse
 
-JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+# Every JSON the workflows write: compact, no NaN (jsonb refuses it), text as it is.
+JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
 def slice_key(execution_id: int) -> str:
@@ -291,7 +292,9 @@ class WorkflowStore:
         """:meth:`guard` for several slices' boundaries in one statement (``step_guard_many``),
         in the order given."""
         rows = [boundary.as_json() for boundary in boundaries]
-        answer = self._execute("step_guard_many", {"boundaries": JSON.encode(rows)}).fetchone()
+        answer = self._execute(
+            "step_guard_many", {"boundaries": JSON_ENCODER.encode(rows)}
+        ).fetchone()
         found = {
             int(execution_id): Guarded(str(status), fenced=bool(fenced), recorded=bool(recorded))
             for execution_id, status, fenced, recorded in (answer[0] if answer else [])

@@ -16,7 +16,7 @@ from tests.jobqueue.test_enqueue_plans import nodes
 from tests.workflows.conftest import WORKER, Slices
 from workflows import QUEUE, cancel_execution, start_workflow
 from workflows.store import (
-    JSON,
+    JSON_ENCODER,
     Boundary,
     Checkpoint,
     End,
@@ -39,6 +39,19 @@ def claim_all(conn: Conn, count: int) -> list[ClaimedJob]:
 def checkpoint(step_id: int, kind: str = "step") -> Checkpoint:
     now = datetime.now(UTC)
     return Checkpoint(step_id, f"step-{step_id}", kind, step_id * 10, None, 1, now, now)
+
+
+def boundaries_of(
+    store: WorkflowStore,
+    jobs: list[ClaimedJob],
+    held: list[Checkpoint],
+    ends: list[End | None] | None = None,
+) -> list[Boundary]:
+    """Each claimed slice's boundary: its held checkpoint and (if given) its end."""
+    return [
+        Boundary(store, job.payload["execution_id"], Fence(job.id, job.attempt, WORKER), h, end)
+        for job, h, end in zip(jobs, held, ends or [None] * len(jobs), strict=True)
+    ]
 
 
 def recorded(conn: Conn) -> dict[int, list[int]]:
@@ -69,12 +82,7 @@ def test_a_groups_boundaries_are_fenced_each_by_its_own_slices_claim(
     wf_conn.commit()
     with psycopg.connect(database_url, autocommit=True) as shared:
         store = WorkflowStore(shared)
-        boundaries = [
-            Boundary(store, job.payload["execution_id"], Fence(job.id, job.attempt, WORKER),
-                     checkpoint(0), None)
-            for job in jobs
-        ]  # fmt: skip
-        answers = guard_boundaries(boundaries)
+        answers = guard_boundaries(boundaries_of(store, jobs, [checkpoint(0)] * len(jobs)))
     assert [(a.status, a.fenced, a.recorded) for a in answers] == [  # type: ignore[union-attr]
         ("running", True, True),
         ("running", True, True),
@@ -109,12 +117,7 @@ def test_a_groups_ends_end_only_the_executions_whose_last_checkpoint_was_written
         store = WorkflowStore(shared)
         ends = [End("succeeded", {"n": 0}, None), End("succeeded", {"n": 1}, None),
                 End("failed", None, "boom")]  # fmt: skip
-        boundaries = [
-            Boundary(store, job.payload["execution_id"], Fence(job.id, job.attempt, WORKER),
-                     checkpoint(0), end)
-            for job, end in zip(jobs, ends, strict=True)
-        ]  # fmt: skip
-        answers = guard_boundaries(boundaries)
+        answers = guard_boundaries(boundaries_of(store, jobs, [checkpoint(0)] * 3, ends))
     assert [(a.status, a.fenced, a.recorded) for a in answers] == [  # type: ignore[union-attr]
         ("running", True, True),
         ("running", True, False),
@@ -140,12 +143,8 @@ def test_a_row_the_database_refuses_fails_only_its_own_slice_in_a_group(
     kinds = ["step", "no such kind", "transaction"]  # operation_outputs_kind_check refuses it
     with psycopg.connect(database_url, autocommit=True) as shared:
         store = WorkflowStore(shared)
-        boundaries = [
-            Boundary(store, job.payload["execution_id"], Fence(job.id, job.attempt, WORKER),
-                     checkpoint(0, kind), None)
-            for job, kind in zip(jobs, kinds, strict=True)
-        ]  # fmt: skip
-        answers = guard_boundaries(boundaries)
+        held = [checkpoint(0, kind) for kind in kinds]
+        answers = guard_boundaries(boundaries_of(store, jobs, held))
     assert isinstance(answers[1], psycopg.errors.CheckViolation)
     assert [(a.status, a.recorded) for a in (answers[0], answers[2])] == [  # type: ignore[union-attr]
         ("running", True),
@@ -213,16 +212,12 @@ def test_a_groups_boundary_write_reads_only_its_own_executions(wf_conn: Conn) ->
     wf_conn.execute("ANALYZE workflow_executions")
     jobs = claim_all(wf_conn, 8)
     store = WorkflowStore(wf_conn)
-    boundaries = [
-        Boundary(store, job.payload["execution_id"], Fence(job.id, job.attempt, WORKER),
-                 checkpoint(0), None).as_json()
-        for job in jobs
-    ]  # fmt: skip
+    boundaries = [b.as_json() for b in boundaries_of(store, jobs, [checkpoint(0)] * len(jobs))]
     sql = all_queries()["step_guard_many"].sql
     with wf_conn.transaction(force_rollback=True):
         row = wf_conn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + sql,  # type: ignore[operator]
-            {"boundaries": JSON.encode(boundaries)},
+            {"boundaries": JSON_ENCODER.encode(boundaries)},
             prepare=False,
         ).fetchone()
     assert row is not None
