@@ -34,6 +34,10 @@ DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
 DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
+# The interpreter's first collector threshold in a worker process (Python's own is 700): a worker
+# allocates a few dozen objects a job, and at 700 the collector ran every few jobs, a few percent
+# of a busy worker's CPU and part of its step latency's tail (docs/benchmarks.md, 2026-12-03).
+DEFAULT_GC_THRESHOLD = 50_000
 BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 POOLERS = ("none", "transaction")  # what stands between the worker and the server
 PSYCOPG_PREPARE_THRESHOLD = 5  # psycopg's own default: prepare a query at its fifth run
@@ -81,6 +85,7 @@ class WorkerSettings:
     pooler: str = "none"
     listen_url: str = ""  # where to LISTEN; empty: DATABASE_URL, or polling behind a pooler
     prepare_threshold: str = "auto"  # "auto", "off", or the run after which psycopg prepares
+    gc_threshold: int = DEFAULT_GC_THRESHOLD  # the interpreter's first collector threshold
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -121,6 +126,11 @@ class WorkerSettings:
             raise SettingsError(
                 f"leader_lease_seconds ({self.leader_lease_seconds:g}) must be at least twice "
                 f"sweep_seconds ({self.sweep_seconds:g}) so the leader renews it in time"
+            )
+        if self.gc_threshold < 1:
+            raise SettingsError(
+                "gc_threshold must be at least 1 (0 would turn the garbage collector off), "
+                f"not {self.gc_threshold}"
             )
         for name in ("error_max_bytes", "traceback_max_bytes"):
             if getattr(self, name) < MINIMUM_MAX_BYTES:

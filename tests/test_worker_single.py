@@ -122,6 +122,24 @@ def test_unknown_tasks_and_rejected_payloads_go_dead_with_the_reason(
     assert job_row(conn, fine)["state"] == "succeeded"
 
 
+def test_the_worker_process_runs_with_its_garbage_collector_threshold(
+    conn: Conn, database_url: str, workers: list[WorkerProcess]
+) -> None:
+    """50,000 by default (not Python's 700), or what --gc-threshold says, read from what a task
+    saw in the process.
+    kills: worker-ignores-gc-threshold"""
+    default = enqueue(conn, "reports_gc_threshold")
+    worker = start_worker(workers, database_url, "--single", "--poll", "0.05")
+    wait_until(lambda: job_row(conn, default)["state"] == "dead", timeout=20)
+    assert job_row(conn, default)["last_error"] == "PermanentError: gc threshold 50000"
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    chosen = enqueue(conn, "reports_gc_threshold")
+    start_worker(workers, database_url, "--single", "--poll", "0.05", "--gc-threshold", "1234")
+    wait_until(lambda: job_row(conn, chosen)["state"] == "dead", timeout=20)
+    assert job_row(conn, chosen)["last_error"] == "PermanentError: gc threshold 1234"
+
+
 def test_runner_killed_mid_job_loses_nothing(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
@@ -232,6 +250,11 @@ def test_bad_settings_stop_the_start_with_one_sentence(database_url: str) -> Non
     worker = WorkerProcess(database_url, "--lease", "5", "--heartbeat", "10")
     assert worker.wait() == 78
     assert "heartbeat_seconds (10) must be at most half of lease_seconds (5)" in worker.lines[0]
+    worker = WorkerProcess(database_url, "--gc-threshold", "0")
+    assert worker.wait() == 78
+    assert worker.lines == [
+        "worker.py: gc_threshold must be at least 1 (0 would turn the garbage collector off), not 0"
+    ]
 
 
 def test_a_worker_that_cannot_boot_says_why_with_a_named_exit_code(

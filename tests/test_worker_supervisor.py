@@ -250,6 +250,17 @@ def test_settings_come_from_the_toml_file_and_the_command_line_wins(
     assert '"task": "fail"' in line and '"queue": "mail"' in line and '"attempt": 1' in line
 
 
+def test_the_children_run_with_the_garbage_collector_threshold_they_were_given(
+    conn: Conn, database_url: str, workers: list[WorkerProcess]
+) -> None:
+    """The setting reaches the queue children through the supervisor's settings.
+    kills: worker-ignores-gc-threshold"""
+    probe = enqueue(conn, "reports_gc_threshold")
+    start_worker(workers, database_url, "--queues", "default=1", "--gc-threshold", "4321")
+    wait_until(lambda: job_row(conn, probe)["state"] == "dead", timeout=20)
+    assert job_row(conn, probe)["last_error"] == "PermanentError: gc threshold 4321"
+
+
 @pytest.mark.parametrize(
     ("toml", "message"),
     [

@@ -1,5 +1,6 @@
 """Tasks the process tests run inside worker.py."""
 
+import gc
 import socket
 import time
 
@@ -38,6 +39,13 @@ def jittered_fails() -> None:
 @task("refuses")
 def refuses() -> None:
     raise PermanentError("this job can never succeed")
+
+
+@task("reports_gc_threshold")
+def reports_gc_threshold() -> None:
+    """Ends dead with the first garbage-collector threshold of the process that ran it as its
+    error, so that a test reads what a worker process runs with from the job's row."""
+    raise PermanentError(f"gc threshold {gc.get_threshold()[0]}")
 
 
 @task("nap", pass_context=True)
