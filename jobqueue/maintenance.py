@@ -39,6 +39,9 @@ from jobqueue.store import JobStore, Term
 
 RESCUE_BATCH = 1000
 PRUNE_BATCH = 5000
+# jobs_live is analyzed by the leader once it holds at least this many rows and more than twice
+# what its statistics know (a burst the planner has not seen: see live_table_outgrown)
+ANALYZE_OUTGROWN_ROWS = 10_000
 MAINTENANCE = "maintenance"  # the leaders row of the maintenance duties
 
 log = logging.getLogger("jobqueue.maintenance")
@@ -148,6 +151,8 @@ class Maintainer:
             store.vacuum_hot_tables()
             log.info("vacuumed the churning tables in %.2fs", time.monotonic() - started)
             self._next_vacuum = time.monotonic() + self.settings.vacuum_seconds
+        if store.analyze_live_table_if_outgrown(ANALYZE_OUTGROWN_ROWS):
+            log.info("analyzed jobs_live: it held far more rows than its statistics knew")
         threshold = self.settings.vacuum_dead_rows
         if threshold and (dead := store.live_dead_rows()) >= threshold:
             started = time.monotonic()

@@ -366,6 +366,14 @@ class JobStore:
         vacuum = "live_table_vacuum" if analyzed else "live_table_vacuum_analyze"
         self.connection.execute(self._queries[vacuum].sql, prepare=False)
 
+    def analyze_live_table_if_outgrown(self, rows: int) -> bool:
+        """ANALYZE jobs_live (on an autocommit connection) when it holds at least ``rows`` and
+        more than twice the rows its statistics know; True when it did."""
+        outgrown = _one(self._execute("live_table_outgrown", {"rows": rows}))[0]
+        if outgrown:
+            self.connection.execute(self._queries["live_table_analyze"].sql, prepare=False)
+        return bool(outgrown)
+
     def vacuum_hot_tables(self) -> None:
         """VACUUM (and ANALYZE) the churning tables; needs an autocommit connection."""
         self.connection.execute(self._queries["hot_tables_vacuum"].sql, prepare=False)

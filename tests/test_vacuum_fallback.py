@@ -156,3 +156,31 @@ def test_the_leaders_vacuum_of_jobs_live_analyzes_it_while_it_has_no_statistics(
     assert first, "jobs_live still has no statistics after the leader's vacuum"
     store.vacuum_live_table()
     assert statistics_versions(conn) == first, "jobs_live was analyzed again"
+
+
+def test_the_leader_analyzes_jobs_live_when_a_burst_outgrows_its_statistics(
+    cluster: tuple[Cluster, str], workers: list[WorkerProcess]
+) -> None:
+    """Autovacuum on, so no scheduled vacuum: a burst into a near-empty queue would leave the
+    planner believing in a table of a few rows until autovacuum's next visit. The leader's next
+    round analyzes jobs_live (a manual ANALYZE: autovacuum's are counted apart).
+    kills: leader-never-analyzes-outgrown-live-table"""
+    _, url = cluster
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE jobs_live")
+        before = analyzes(conn)
+        with conn.transaction():  # into a queue no worker serves here: they stay waiting
+            enqueue_many(conn, [JobRequest("noop", queue="later")] * 20_000)
+        # the last test's worker was killed holding the maintenance lease: let it lapse now
+        conn.execute("UPDATE leaders SET expires_at = now()")
+        start_worker(workers, url, "--single", "--queues", "default=1", "--sweep", "0.5")
+        wait_until(lambda: analyzes(conn) > before, timeout=20)
+        known = scalar(conn, "SELECT reltuples FROM pg_class WHERE oid = 'jobs_live'::regclass")
+        assert known >= 20_000, known
+
+
+def analyzes(conn: Conn) -> int:
+    """Manual ANALYZEs of jobs_live so far (VACUUM with ANALYZE counts too)."""
+    return int(
+        scalar(conn, "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'jobs_live'")
+    )
