@@ -21,6 +21,10 @@ each statement's share of a workflow in the workflow drain, and of a job in the 
 calls, execution time and WAL records per item (the counters are reset when the worker starts
 and read when the last item is done).
 
+With ``--cluster``, every system runs on such a private cluster, without ``pg_stat_statements``:
+the production settings' autovacuum, where DATABASE_URL's server may run without it (this
+machine's runs with autovacuum off).
+
 With ``--wait-events``, a thread samples ``pg_stat_activity`` every 10 ms during each Pauta
 drain and reports what the database's sessions were doing: each statement's share of the
 active samples, by wait event (``cpu`` when waiting on none). The sampling costs the server
@@ -326,15 +330,17 @@ DBOS.destroy()
 
 
 @contextmanager
-def private_server() -> Iterator[None]:
-    """Point this module at a private cluster with pg_stat_statements loaded, while it runs."""
+def private_server(statements: bool) -> Iterator[None]:
+    """Point this module at a private cluster of production settings (devtools.cluster:
+    autovacuum on), with pg_stat_statements loaded for ``statements``, while it runs."""
     global SERVER
     from devtools.cluster import Cluster
 
-    settings = {
-        "shared_preload_libraries": "'pg_stat_statements'",
-        "pg_stat_statements.track": "top",
-    }
+    settings = (
+        {"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "top"}
+        if statements
+        else {}
+    )
     shared = SERVER
     with Cluster(settings) as cluster:
         SERVER = cluster.url()
@@ -357,6 +363,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--statements", action="store_true",
                         help="Pauta on a private cluster with pg_stat_statements: each "
                              "statement's share of a workflow")  # fmt: skip
+    parser.add_argument("--cluster", action="store_true",
+                        help="every system on a private cluster of production settings "
+                             "(autovacuum on) instead of DATABASE_URL's server")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.workflows < 1 or min(args.threads) < 1:
@@ -364,8 +373,9 @@ def main(argv: list[str]) -> int:
     if args.statements and args.only != "pauta":
         parser.error("--statements measures Pauta on a private cluster: add --only pauta")
     results: dict[str, Any] = {"workflows": args.workflows}
-    if args.only != "dbos":
-        with private_server() if args.statements else nullcontext():
+    private = args.statements or args.cluster
+    with private_server(args.statements) if private else nullcontext():
+        if args.only != "dbos":
             results["pauta"] = [
                 {
                     "threads": threads,
@@ -378,16 +388,16 @@ def main(argv: list[str]) -> int:
                 }
                 for threads in args.threads
             ]
-    if args.only != "dbos" and args.relaxed:
-        results["pauta_relaxed_durability"] = [
-            {
-                "threads": threads,
-                **pauta(args.workflows, threads, "two_noops_relaxed", args.wait_events),
-            }
-            for threads in args.threads
-        ]
-    if args.only != "pauta":
-        results["dbos"] = dbos(args.workflows)
+        if args.only != "dbos" and args.relaxed:
+            results["pauta_relaxed_durability"] = [
+                {
+                    "threads": threads,
+                    **pauta(args.workflows, threads, "two_noops_relaxed", args.wait_events),
+                }
+                for threads in args.threads
+            ]
+        if args.only != "pauta":
+            results["dbos"] = dbos(args.workflows)
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:
