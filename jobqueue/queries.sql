@@ -931,7 +931,8 @@ VACUUM (SKIP_LOCKED, ANALYZE) jobs_live
 -- near-empty queue the planner believes in a table of a few rows until ANALYZE, which
 -- autovacuum does at its next visit (a minute or more; never with it off), and on that belief
 -- the fair claim's walk over the queue's tenants read every waiting job of the queue at each
--- claim: 40,000 rows and 6-7 ms a claim with 20,000 jobs waiting (tests/jobqueue/test_claim.py).
+-- claim: 40,000 rows and 6-7 ms a claim with 20,000 jobs waiting
+-- (tests/jobqueue/test_batch_plans.py).
 -- n_live_tup follows inserts and deletes as backends report them (within about a second).
 SELECT s.n_live_tup >= greatest(%(rows)s::bigint, 2 * greatest(c.reltuples, 0)::bigint)
 FROM pg_class AS c

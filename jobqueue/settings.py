@@ -34,9 +34,9 @@ DEFAULT_LOST_AFTER_SECONDS = 60.0
 DEFAULT_CONNECT_WAIT_SECONDS = 30.0
 DEFAULT_RESTART_BACKOFF_MAX_SECONDS = 30.0
 DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job says otherwise
-# The interpreter's first collector threshold in a worker process (Python's own is 700): a worker
-# allocates a few dozen objects a job, and at 700 the collector ran every few jobs, a few percent
-# of a busy worker's CPU and part of its step latency's tail (docs/benchmarks.md, 2026-12-03).
+# The interpreter's first collector threshold in a worker process (Python's own is 700): a job or
+# a workflow slice allocates dozens of objects, so at 700 the collector ran every few of them, up
+# to 5% of a busy worker's CPU and part of its step latency's tail (docs/benchmarks.md, 2026-12-03).
 DEFAULT_GC_THRESHOLD = 50_000
 BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 POOLERS = ("none", "transaction")  # what stands between the worker and the server

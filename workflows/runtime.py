@@ -51,7 +51,7 @@ STEP_RETRY = RetryPolicy(max_attempts=3, base_seconds=0.5, factor=2.0, cap_secon
 RACE_RETRIES = 20
 # Slices a worker thread runs together at most (jobqueue.cooperative: fewer when they take long):
 # a group's loads, and its boundaries at each point, are one statement and one commit each, and
-# a group costs about 1.2 ms of the worker's CPU whatever its size. At 2 threads, 28 made 6-14%
+# a group costs about 1.2 ms of the worker's CPU whatever its size. At 2 threads, 28 made 4-10%
 # more workflows a second than 24 with the step p99 at 6.6-8.0 ms; 32 as many as 28, with the
 # p99 up to 9.6 ms (a stalled group is most of the slowest 1%; docs/benchmarks.md, 2026-12-03).
 SLICE_BATCH = 28
