@@ -104,6 +104,12 @@ class WorkerSettings:
                 or not 1 <= threads <= 1000
             ):
                 raise SettingsError(f"queues: {name} needs 1 to 1000 threads, not {threads!r}")
+        # before the checks of every number, whose "0 or more" would be wrong here
+        if self.gc_threshold < 1:
+            raise SettingsError(
+                "gc_threshold must be at least 1 (0 would turn the garbage collector off), "
+                f"not {self.gc_threshold}"
+            )
         for spec in fields(self):
             value = getattr(self, spec.name)
             if spec.type is float and not value > 0 and spec.name not in ZERO_ALLOWED:
@@ -126,11 +132,6 @@ class WorkerSettings:
             raise SettingsError(
                 f"leader_lease_seconds ({self.leader_lease_seconds:g}) must be at least twice "
                 f"sweep_seconds ({self.sweep_seconds:g}) so the leader renews it in time"
-            )
-        if self.gc_threshold < 1:
-            raise SettingsError(
-                "gc_threshold must be at least 1 (0 would turn the garbage collector off), "
-                f"not {self.gc_threshold}"
             )
         for name in ("error_max_bytes", "traceback_max_bytes"):
             if getattr(self, name) < MINIMUM_MAX_BYTES:

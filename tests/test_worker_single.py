@@ -250,11 +250,13 @@ def test_bad_settings_stop_the_start_with_one_sentence(database_url: str) -> Non
     worker = WorkerProcess(database_url, "--lease", "5", "--heartbeat", "10")
     assert worker.wait() == 78
     assert "heartbeat_seconds (10) must be at most half of lease_seconds (5)" in worker.lines[0]
-    worker = WorkerProcess(database_url, "--gc-threshold", "0")
-    assert worker.wait() == 78
-    assert worker.lines == [
-        "worker.py: gc_threshold must be at least 1 (0 would turn the garbage collector off), not 0"
-    ]
+    for threshold in ("0", "-5"):
+        worker = WorkerProcess(database_url, "--gc-threshold", threshold)
+        assert worker.wait() == 78
+        assert worker.lines == [
+            "worker.py: gc_threshold must be at least 1 (0 would turn the garbage collector off),"
+            f" not {threshold}"
+        ]
 
 
 def test_a_worker_that_cannot_boot_says_why_with_a_named_exit_code(
