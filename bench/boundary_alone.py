@@ -23,7 +23,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -69,7 +68,7 @@ def measure(executions: int, rounds: int) -> list[dict[str, Any]]:
                 times = []
                 server, client = cpu_seconds(backend), time.process_time()
                 for job in part:
-                    now = datetime.now(UTC)
+                    now = time.time()
                     fence = Fence(job.id, job.attempt, WORKER)
                     execution = job.payload["execution_id"]
                     first = Checkpoint(0, "noop", "step", None, None, 1, now, now)

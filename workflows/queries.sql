@@ -91,7 +91,8 @@ WITH execution AS (
     INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
                                    started_at, finished_at)
     SELECT open.id, %(step_id)s::int, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
-           %(attempts)s, %(started_at)s::timestamptz, %(finished_at)s::timestamptz
+           %(attempts)s, to_timestamp(%(started_at)s::float8),
+           to_timestamp(%(finished_at)s::float8)
     FROM open
     WHERE %(step_id)s::int IS NOT NULL
     ON CONFLICT (execution_id, step_id) DO NOTHING
@@ -113,19 +114,20 @@ FROM guard
 -- name: step_guard_many
 -- step_guard for the boundaries of several slices at once (a group of slices run together: see
 -- jobqueue.cooperative), each row as step_guard would do it alone; the executions are locked in
--- id order, each before its slice's job. The boundaries come as one JSON array of objects (one
--- parameter: dumping fifteen arrays element by element was half a group thread's Python); a
--- step's output is boxed as {"v": output} so that a JSON null stays a JSON null. Answers one
--- entry per execution found, with its id.
+-- id order, each before its slice's job. The boundaries come as one JSON array of arrays, a
+-- boundary's fifteen values by position (one parameter: dumping fifteen arrays element by element
+-- was half a group thread's Python; objects by name cost the server 5 µs a row more to take
+-- apart, with their times as text to parse); a step's output is boxed as [output] so that a
+-- JSON null stays a JSON null, and its times are epoch seconds. Answers one entry per execution
+-- found, with its id.
 WITH input AS (
-    SELECT i.execution_id, i.job_id, i.attempt, i.worker, i.step_id, i.name, i.kind,
-           i.output -> 'v' AS output, i.error, i.step_attempts, i.started_at, i.finished_at,
-           i.end_status, i.end_output -> 'v' AS end_output, i.end_error
-    FROM jsonb_to_recordset(%(boundaries)s::jsonb)
-         AS i(execution_id bigint, job_id bigint, attempt int, worker text, step_id int,
-              name text, kind text, output jsonb, error text, step_attempts int,
-              started_at timestamptz, finished_at timestamptz, end_status text,
-              end_output jsonb, end_error text)
+    SELECT (b ->> 0)::bigint AS execution_id, (b ->> 1)::bigint AS job_id,
+           (b ->> 2)::int AS attempt, b ->> 3 AS worker, (b ->> 4)::int AS step_id,
+           b ->> 5 AS name, b ->> 6 AS kind, b -> 7 -> 0 AS output, b ->> 8 AS error,
+           (b ->> 9)::int AS step_attempts, to_timestamp((b ->> 10)::float8) AS started_at,
+           to_timestamp((b ->> 11)::float8) AS finished_at, b ->> 12 AS end_status,
+           b -> 13 -> 0 AS end_output, b ->> 14 AS end_error
+    FROM jsonb_array_elements(%(boundaries)s::jsonb) AS boundary(b)
 ), execution AS (
     -- = ANY of an array, not IN: the planner cannot see how few rows the JSON holds, and with
     -- IN it read the whole table to hash-join it (a group's write grew with the table)
@@ -179,21 +181,21 @@ FROM guard
 
 -- name: slice_load_many
 -- slice_load for several slices at once (a group of slices run together), as one JSON array of
--- objects: one value to decode for the group, where a row of five columns, three of them JSON,
--- cost a third of a group thread's Python.
-SELECT coalesce(jsonb_agg(jsonb_build_object(
-    'id', e.id, 'tenant_id', e.tenant_id, 'name', e.name, 'input', e.input, 'status', e.status,
-    'steps', (SELECT coalesce(jsonb_agg(jsonb_build_array(o.step_id, o.name, o.kind, o.output,
-                                                          o.error, o.attempts)
-                                        ORDER BY o.step_id), '[]')
-              FROM operation_outputs AS o
-              WHERE o.execution_id = e.id),
-    'open_waits', (SELECT coalesce(jsonb_agg(jsonb_build_array(w.step_id, w.kind, w.key)), '[]')
-                   FROM workflow_waits AS w
-                   WHERE w.execution_id = e.id
-                     AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
-                                     WHERE o.execution_id = w.execution_id
-                                       AND o.step_id = w.step_id)))), '[]')
+-- arrays, each execution's values in slice_load's order: one value to decode for the group, where
+-- a row of five columns, three of them JSON, cost a third of a group thread's Python (and objects
+-- by name a tenth more of it than arrays).
+SELECT coalesce(jsonb_agg(jsonb_build_array(
+    e.id, e.tenant_id, e.name, e.input, e.status,
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(o.step_id, o.name, o.kind, o.output, o.error,
+                                                 o.attempts)
+                               ORDER BY o.step_id), '[]')
+     FROM operation_outputs AS o
+     WHERE o.execution_id = e.id),
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(w.step_id, w.kind, w.key)), '[]')
+     FROM workflow_waits AS w
+     WHERE w.execution_id = e.id
+       AND NOT EXISTS (SELECT 1 FROM operation_outputs AS o
+                       WHERE o.execution_id = w.execution_id AND o.step_id = w.step_id)))), '[]')
 FROM workflow_executions AS e
 WHERE e.id = ANY (%(ids)s::bigint[])
 
@@ -210,8 +212,8 @@ RESET synchronous_commit
 INSERT INTO operation_outputs (execution_id, step_id, name, kind, output, error, attempts,
                                started_at, finished_at)
 VALUES (%(execution_id)s, %(step_id)s, %(name)s, %(kind)s, %(output)s::jsonb, %(error)s,
-        %(attempts)s, coalesce(%(started_at)s::timestamptz, now()),
-        coalesce(%(finished_at)s::timestamptz, now()))
+        %(attempts)s, coalesce(to_timestamp(%(started_at)s::float8), now()),
+        coalesce(to_timestamp(%(finished_at)s::float8), now()))
 ON CONFLICT (execution_id, step_id) DO NOTHING
 RETURNING output
 

@@ -11,9 +11,9 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -99,16 +99,16 @@ class HeldCheckpointTaken(RuntimeError):
     of it committed) and is retried, and the replay returns the stored result."""
 
 
-@contextmanager
-def span(name: str, **attributes: Any) -> Iterator[None]:
+def span(name: str, **attributes: Any) -> AbstractContextManager[Any]:
     """A span (when telemetry is on) around a slice or a step, a child of the current one: the
     slice's is a child of the job attempt's ``process workflow.run``, itself linked to the
     enqueue, and so to the request that started the execution."""
     if not telemetry.active():
-        yield
-        return
-    with trace.get_tracer("pauta.workflows").start_as_current_span(name, attributes=attributes):
-        yield
+        return NO_SPAN
+    return trace.get_tracer("pauta.workflows").start_as_current_span(name, attributes=attributes)
+
+
+NO_SPAN = nullcontext()
 
 
 def describe(error: BaseException) -> str:
@@ -119,7 +119,13 @@ def describe(error: BaseException) -> str:
 
 def as_json(value: Any) -> Any:
     """``value`` as a replay will see it (tuples become lists, and so on); refuses non-JSON."""
+    if value is None or type(value) in SAME_IN_JSON:
+        return value
     return json.loads(JSON_ENCODER.encode(value))
+
+
+# What a JSON round trip gives back unchanged (a float may be NaN, which JSON refuses).
+SAME_IN_JSON = frozenset({str, int, bool})
 
 
 class WorkflowContext:
@@ -294,7 +300,7 @@ class WorkflowContext:
         """The boundary as a statement of its own: gathered with the group's (one statement for
         all), unless a transaction is open on the connection (workflow code calling a step
         inside a transactional step), which the group's statement must not run in."""
-        if self._store.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if not idle(self._store.connection):
             return self._store.guard(self.execution_id, self._fence, self._held, end)
         boundary = Boundary(self._store, self.execution_id, self._fence, self._held, end)
         answer = gather(guard_boundaries, boundary)
@@ -324,7 +330,7 @@ class WorkflowContext:
         # One external step's checkpoint at most is ever held back: a kill repeats at most one
         # external step (the one running, or the last one while the code after it runs).
         self.flush()
-        started = datetime.now(UTC)
+        started = time.time()
         attempts = 0
         self.idempotency_key = f"{self.execution_id}:{step_id}"
         try:
@@ -343,9 +349,7 @@ class WorkflowContext:
                     time.sleep(policy.delay(attempts))
         finally:
             self.idempotency_key = None
-        self._held = Checkpoint(
-            step_id, name, "step", value, error, attempts, started, datetime.now(UTC)
-        )
+        self._held = Checkpoint(step_id, name, "step", value, error, attempts, started, time.time())
         if error is not None:
             raise StepFailed(step_id, name, error)
         return value
@@ -357,7 +361,7 @@ class WorkflowContext:
         kind: str,
         error: str,
         attempts: int,
-        started: datetime,
+        started: float,
     ) -> Any:
         """Record a transaction step's failure (its retries spent) and raise it."""
         checkpoint = Checkpoint(step_id, name, kind, None, error, attempts, started, None)
@@ -376,7 +380,7 @@ class WorkflowContext:
         args: tuple[Any, ...],
         policy: RetryPolicy,
     ) -> Any:
-        started = datetime.now(UTC)
+        started = time.time()
         attempts = 0
         races = 0
         while True:
@@ -386,7 +390,7 @@ class WorkflowContext:
                     value = as_json(function(connection, *args))
                     checkpoint = Checkpoint(
                         step_id, name, "transaction", value, None, attempts, started,
-                        datetime.now(UTC),
+                        time.time(),
                     )  # fmt: skip
                     if not self._store.record(self.execution_id, checkpoint):
                         raise _AlreadyRecorded
@@ -444,7 +448,7 @@ class WorkflowContext:
                 if output is None:  # not due yet (the slice ran early): park again
                     park_until = self._park(wait["wake_at"])
                 else:
-                    started = wait["wake_at"] if kind == "sleep" else None
+                    started = wait["wake_at"].timestamp() if kind == "sleep" else None
                     checkpoint = Checkpoint(
                         step_id, name, step_kind, output, None, 1, started, None
                     )
@@ -476,6 +480,12 @@ class WorkflowContext:
         if wake_at is not None:
             enqueue_slice(self._store.connection, self.execution_id, tenant_id, run_at=wake_at)
         return wake_at
+
+
+def idle(connection: psycopg.Connection[Any]) -> bool:
+    """No transaction open on ``connection`` (read from libpq's state, without building the
+    ConnectionInfo that ``connection.info`` makes at each use)."""
+    return connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def _wait_name(kind: str, key: str | None) -> str:
@@ -545,10 +555,11 @@ def run_slice(job: JobContext, execution_id: int) -> None:
     """The task that runs one slice of an execution (in a group of slices, the group's
     connection is shared and already in autocommit mode)."""
     with job.connection() as connection:
-        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if not idle(connection):
             connection.rollback()
         lent = not connection.autocommit
-        connection.autocommit = True  # every checkpoint is a transaction of its own
+        if lent:
+            connection.autocommit = True  # every checkpoint is a transaction of its own
         try:
             Slice(
                 WorkflowStore(connection), execution_id, Fence(job.job_id, job.attempt, job.worker)

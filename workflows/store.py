@@ -4,7 +4,7 @@ Like the engine's JobStore it never commits: whoever owns the connection owns th
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,11 +46,12 @@ class Recorded:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint(Recorded):
-    """A step's result as a slice writes it to operation_outputs (times by the slice's clock:
-    an external step's checkpoint may be written with the next boundary, after it finished)."""
+    """A step's result as a slice writes it to operation_outputs (times by the slice's clock, in
+    epoch seconds: an external step's checkpoint may be written with the next boundary, after it
+    finished)."""
 
-    started_at: datetime | None
-    finished_at: datetime | None
+    started_at: float | None
+    finished_at: float | None
 
     @staticmethod
     def params_of(checkpoint: "Checkpoint | None") -> dict[str, Any]:
@@ -121,42 +122,33 @@ class Boundary:
     held: Checkpoint | None
     end: End | None
 
-    def as_json(self) -> dict[str, Any]:
-        """The boundary as a row of ``step_guard_many``'s JSON (outputs boxed: see there)."""
-        held, end = self.held, self.end
-        return {
-            "execution_id": self.execution_id,
-            "job_id": self.fence.job_id,
-            "attempt": self.fence.attempt,
-            "worker": self.fence.worker,
-            **(
-                {}
-                if held is None
-                else {
-                    "step_id": held.step_id,
-                    "name": held.name,
-                    "kind": held.kind,
-                    "output": None if held.error is not None else {"v": held.output},
-                    "error": held.error,
-                    "step_attempts": held.attempts,
-                    "started_at": _iso(held.started_at),
-                    "finished_at": _iso(held.finished_at),
-                }
-            ),
-            **(
-                {}
-                if end is None
-                else {
-                    "end_status": end.status,
-                    "end_output": {"v": end.output} if end.status == "succeeded" else None,
-                    "end_error": end.error,
-                }
-            ),
-        }
+    def as_row(self) -> list[Any]:
+        """The boundary as a row of ``step_guard_many``'s JSON: its values by position, outputs
+        boxed (see there)."""
+        held, end, fence = self.held, self.end, self.fence
+        row: list[Any] = [self.execution_id, fence.job_id, fence.attempt, fence.worker]
+        if held is None:
+            row += NO_CHECKPOINT
+        else:
+            row += (
+                held.step_id,
+                held.name,
+                held.kind,
+                None if held.error is not None else [held.output],
+                held.error,
+                held.attempts,
+                held.started_at,
+                held.finished_at,
+            )
+        if end is None:
+            row += NO_END
+        else:
+            row += (end.status, [end.output] if end.status == "succeeded" else None, end.error)
+        return row
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
+NO_CHECKPOINT = (None,) * 8
+NO_END = (None,) * 3
 
 
 def load_slices(requests: list[tuple["WorkflowStore", int]]) -> list[Loaded | None]:
@@ -248,13 +240,13 @@ class WorkflowStore:
 
     def load(self, execution_id: int) -> Loaded | None:
         """What a slice starts from (one round trip); None when the execution is gone."""
-        row = self._row("slice_load", {"id": execution_id})
+        row = self._execute("slice_load", {"id": execution_id}).fetchone()
         return None if row is None else _loaded(row)
 
     def load_many(self, execution_ids: list[int]) -> list[Loaded | None]:
         """:meth:`load` for several slices in one round trip, in the order asked."""
         row = self._execute("slice_load_many", {"ids": execution_ids}).fetchone()
-        found = {one["id"]: _loaded(one) for one in (row[0] if row else [])}
+        found = {one[0]: _loaded(one) for one in (row[0] if row else [])}
         return [found.get(execution_id) for execution_id in execution_ids]
 
     def step(self, execution_id: int, step_id: int) -> Recorded:
@@ -291,7 +283,7 @@ class WorkflowStore:
     def guard_many(self, boundaries: list["Boundary"]) -> list[Guarded]:
         """:meth:`guard` for several slices' boundaries in one statement (``step_guard_many``),
         in the order given."""
-        rows = [boundary.as_json() for boundary in boundaries]
+        rows = [boundary.as_row() for boundary in boundaries]
         answer = self._execute(
             "step_guard_many", {"boundaries": JSON_ENCODER.encode(rows)}
         ).fetchone()
@@ -385,11 +377,19 @@ class WorkflowStore:
         return self._row("execution_resume", {"execution_id": execution_id})
 
 
-def _loaded(row: dict[str, Any]) -> Loaded:
+def _loaded(row: Sequence[Any]) -> Loaded:
+    """A slice's start from ``slice_load``'s values in order (a row, or an array of the group's)."""
+    execution_id, tenant_id, name, input, status, steps, open_waits = row
     return Loaded(
-        execution={key: row[key] for key in ("id", "tenant_id", "name", "input", "status")},
-        steps=[Recorded(*step) for step in row["steps"]],
-        open_waits={int(wait[0]): (wait[1], wait[2]) for wait in row["open_waits"]},
+        execution={
+            "id": execution_id,
+            "tenant_id": tenant_id,
+            "name": name,
+            "input": input,
+            "status": status,
+        },
+        steps=[Recorded(*step) for step in steps],
+        open_waits={int(wait[0]): (wait[1], wait[2]) for wait in open_waits},
     )
 
 

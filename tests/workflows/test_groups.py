@@ -3,8 +3,8 @@ their loads and step boundaries are one statement each for the group. Every boun
 must still hold as if written alone: fenced by its own slice's claim, refused for an execution no
 longer running, and a row the database refuses fails only its own slice."""
 
+import time
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def claim_all(conn: Conn, count: int) -> list[ClaimedJob]:
 
 
 def checkpoint(step_id: int, kind: str = "step") -> Checkpoint:
-    now = datetime.now(UTC)
+    now = time.time()
     return Checkpoint(step_id, f"step-{step_id}", kind, step_id * 10, None, 1, now, now)
 
 
@@ -183,11 +183,14 @@ def test_a_groups_external_checkpoints_are_written_together_before_the_next_step
     wf_conn: Conn, database_url: str, grouped: bool
 ) -> None:
     """Two external steps: the first's checkpoint is written before the second runs (the second
-    sees it committed), for the group in one statement, and the ends in another.
-    kills: gather-runs-alone"""
+    sees it committed), for the group in one statement, and the ends in another. Each step's
+    times are the slice's clock, taken while it ran.
+    kills: gather-runs-alone, group-boundary-times-not-seconds, boundary-times-not-seconds"""
     ids = [start_workflow(wf_conn, "held_checkpoint").execution_id for _ in range(8)]
     wf_conn.commit()
+    before = time.time()
     assert Slices(database_url, grouped=grouped).run_visible() == 8
+    after = time.time()
     outputs = wf_conn.execute("SELECT status, output FROM workflow_executions").fetchall()
     assert outputs == [("succeeded", [0])] * len(ids)
     first = "SELECT xmin FROM operation_outputs WHERE step_id = 0"
@@ -198,6 +201,13 @@ def test_a_groups_external_checkpoints_are_written_together_before_the_next_step
         " finished_at <= clock_timestamp() FROM operation_outputs WHERE step_id = 0"
     ).fetchall()
     assert rows == [("null", True, True)]
+    times = wf_conn.execute(
+        "SELECT extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8"
+        " FROM operation_outputs"
+    ).fetchall()
+    assert len(times) == 16
+    # the database keeps microseconds: a bound may be rounded past by half of one
+    assert all(before - 1e-6 <= start <= end <= after + 1e-6 for start, end in times), times
     assert writers(wf_conn, "SELECT xmin FROM workflow_executions") == (1 if grouped else 8)
 
 
@@ -212,7 +222,7 @@ def test_a_groups_boundary_write_reads_only_its_own_executions(wf_conn: Conn) ->
     wf_conn.execute("ANALYZE workflow_executions")
     jobs = claim_all(wf_conn, 8)
     store = WorkflowStore(wf_conn)
-    boundaries = [b.as_json() for b in boundaries_of(store, jobs, [checkpoint(0)] * len(jobs))]
+    boundaries = [b.as_row() for b in boundaries_of(store, jobs, [checkpoint(0)] * len(jobs))]
     sql = all_queries()["step_guard_many"].sql
     with wf_conn.transaction(force_rollback=True):
         row = wf_conn.execute(
