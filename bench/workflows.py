@@ -23,7 +23,10 @@ and read when the last item is done).
 
 With ``--cluster``, every system runs on such a private cluster, without ``pg_stat_statements``:
 the production settings' autovacuum, where DATABASE_URL's server may run without it (this
-machine's runs with autovacuum off).
+machine's runs with autovacuum off). A private cluster starts with 48 WAL segments written and
+recycled (``Cluster.recycle_wal``), as a server that has been running has them: a fresh one
+zero-fills each new 16 MB segment while every commit waits, a stall of 10-20 ms about every
+1.6 s of a workflow drain here, which alone set the step p99 of some runs.
 
 With ``--wait-events``, a thread samples ``pg_stat_activity`` every 10 ms during each Pauta
 drain and reports what the database's sessions were doing: each statement's share of the
@@ -343,6 +346,7 @@ def private_server(statements: bool) -> Iterator[None]:
     )
     shared = SERVER
     with Cluster(settings) as cluster:
+        cluster.recycle_wal()
         SERVER = cluster.url()
         try:
             yield

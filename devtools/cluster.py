@@ -99,6 +99,17 @@ class Cluster:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
+    def recycle_wal(self, segments: int = 48) -> None:
+        """Leave ``segments`` WAL segments written, checkpointed and recycled, as a server that
+        has been running has them: a fresh cluster writes its first WAL into new segments, each
+        zero-filled (16 MB) when the first commit needs it, while every committing session waits
+        (a 10-20 ms stall about every 1.6 s of a workflow drain on this machine)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            for _ in range(segments):
+                conn.execute("SELECT pg_logical_emit_message(false, 'pauta', '')")
+                conn.execute("SELECT pg_switch_wal()")
+            conn.execute("CHECKPOINT")
+
     def trust(self, network: str) -> None:
         """Let clients from ``network`` (a CIDR) in without a password, as loopback is."""
         with (self.data / "pg_hba.conf").open("a") as hba:
