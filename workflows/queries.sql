@@ -182,8 +182,7 @@ FROM guard
 -- name: slice_load_many
 -- slice_load for several slices at once (a group of slices run together), as one JSON array of
 -- arrays, each execution's values in slice_load's order: one value to decode for the group, where
--- a row of five columns, three of them JSON, cost a third of a group thread's Python (and objects
--- by name a tenth more of it than arrays).
+-- a row of five columns, three of them JSON, cost a third of a group thread's Python.
 SELECT coalesce(jsonb_agg(jsonb_build_array(
     e.id, e.tenant_id, e.name, e.input, e.status,
     (SELECT coalesce(jsonb_agg(jsonb_build_array(o.step_id, o.name, o.kind, o.output, o.error,
