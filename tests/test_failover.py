@@ -171,8 +171,23 @@ def test_workers_and_the_console_follow_a_failover_and_lose_no_committed_job_whe
             may_run_again = {"running"} if synchronous else {"running", "available", None}
             seen = {job_id: at_failover.get(job_id) for job_id in twice}
             assert set(seen.values()) <= may_run_again, f"ran twice, state at failover: {seen}"
-            every = scalar(new, "SELECT count(*) FROM jobs")
-            assert scalar(new, "SELECT count(DISTINCT job_id) FROM runs") == every
+            # Every job ran. Asynchronous: a run a task committed on the old primary can be lost
+            # with the WAL the standby lacked while its finish, written after it through the URL,
+            # lands on the new primary, where the claim it fences on had arrived: the job is done
+            # there without its run (CI saw it once). Only a job in flight at the failover.
+            without_run = {
+                job_id
+                for (job_id,) in new.execute(
+                    "SELECT id FROM jobs WHERE NOT EXISTS"
+                    " (SELECT 1 FROM runs WHERE runs.job_id = jobs.id)"
+                )
+            }
+            if synchronous:
+                assert without_run == set(), f"jobs that never ran: {sorted(without_run)}"
+            else:
+                assert without_run <= in_flight, (
+                    f"jobs that never ran and were not in flight: {sorted(without_run - in_flight)}"
+                )
 
             # The console, on the same URL, reads and writes on the new primary.
             from app import create_app
