@@ -118,13 +118,19 @@ class Group:
         return member.parent.switch()
 
 
+def idle(connection: psycopg.Connection[Any]) -> bool:
+    """No transaction open on ``connection`` (read from libpq's state, without building the
+    ConnectionInfo that ``connection.info`` makes at each use: a slice asks at each boundary)."""
+    return connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def _as_lent(connection: psycopg.Connection[Any]) -> None:
     """Before a group's connection goes back: a transaction an attempt left open rolled back,
     and out of autocommit mode, as it was lent (a connection that cannot be is closed)."""
     if connection.closed:
         return
     try:
-        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if not idle(connection):
             connection.rollback()
         connection.autocommit = False
     except psycopg.Error:
@@ -155,8 +161,7 @@ class HeldConnection:
         try:
             yield self._connection
         finally:
-            idle = psycopg.pq.TransactionStatus.IDLE
-            if self._connection.closed or self._connection.info.transaction_status != idle:
+            if self._connection.closed or not idle(self._connection):
                 self.give_back()
 
     def give_back(self) -> None:

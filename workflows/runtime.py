@@ -21,7 +21,7 @@ from opentelemetry import trace
 from psycopg import errors as pg_errors
 
 from jobqueue import JobContext, PermanentError, RetryPolicy, enqueue, task, telemetry
-from jobqueue.cooperative import gather, in_group
+from jobqueue.cooperative import gather, idle, in_group
 from jobqueue.text import cut_end
 from workflows.errors import CodeChanged, StepFailed
 from workflows.registry import Workflow, WorkflowRegistry, registry
@@ -480,12 +480,6 @@ class WorkflowContext:
         if wake_at is not None:
             enqueue_slice(self._store.connection, self.execution_id, tenant_id, run_at=wake_at)
         return wake_at
-
-
-def idle(connection: psycopg.Connection[Any]) -> bool:
-    """No transaction open on ``connection`` (read from libpq's state, without building the
-    ConnectionInfo that ``connection.info`` makes at each use)."""
-    return connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def _wait_name(kind: str, key: str | None) -> str:
