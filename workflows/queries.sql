@@ -118,15 +118,17 @@ FROM guard
 -- boundary's fifteen values by position (one parameter: dumping fifteen arrays element by element
 -- was half a group thread's Python; objects by name cost the server 5 µs a row more to take
 -- apart, with their times as text to parse); a step's output is boxed as [output] so that a
--- JSON null stays a JSON null, and its times are epoch seconds. Answers one entry per execution
+-- JSON null stays a JSON null, and no output (a failed step, a failed end) is a null box, which
+-- must become SQL NULL (-> 0 of a JSON null gives the JSON null); its times are epoch seconds. Answers one entry per execution
 -- found, with its id.
 WITH input AS (
     SELECT (b ->> 0)::bigint AS execution_id, (b ->> 1)::bigint AS job_id,
            (b ->> 2)::int AS attempt, b ->> 3 AS worker, (b ->> 4)::int AS step_id,
-           b ->> 5 AS name, b ->> 6 AS kind, b -> 7 -> 0 AS output, b ->> 8 AS error,
+           b ->> 5 AS name, b ->> 6 AS kind, nullif(b -> 7, 'null') -> 0 AS output,
+           b ->> 8 AS error,
            (b ->> 9)::int AS step_attempts, to_timestamp((b ->> 10)::float8) AS started_at,
            to_timestamp((b ->> 11)::float8) AS finished_at, b ->> 12 AS end_status,
-           b -> 13 -> 0 AS end_output, b ->> 14 AS end_error
+           nullif(b -> 13, 'null') -> 0 AS end_output, b ->> 14 AS end_error
     FROM jsonb_array_elements(%(boundaries)s::jsonb) AS boundary(b)
 ), execution AS (
     -- = ANY of an array, not IN: the planner cannot see how few rows the JSON holds, and with

@@ -9,6 +9,7 @@ and replays from its last checkpoint.
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -118,14 +119,21 @@ def describe(error: BaseException) -> str:
 
 
 def as_json(value: Any) -> Any:
-    """``value`` as a replay will see it (tuples become lists, and so on); refuses non-JSON."""
-    if value is None or type(value) in SAME_IN_JSON:
-        return value
-    return json.loads(JSON_ENCODER.encode(value))
+    """``value`` as a replay will see it (tuples become lists, and so on); refuses non-JSON, and
+    text holding a NUL character, which PostgreSQL's jsonb cannot store (the checkpoint's write
+    would fail at every retry of the slice)."""
+    kind = type(value)
+    if value is None or kind is int or kind is bool or (kind is str and "\x00" not in value):
+        return value  # what a JSON round trip gives back unchanged
+    encoded = JSON_ENCODER.encode(value)
+    if "\\u0000" in encoded and ESCAPED_NUL.search(encoded):
+        raise ValueError("the value holds a NUL character (\\x00), which PostgreSQL cannot store")
+    return json.loads(encoded)
 
 
-# What a JSON round trip gives back unchanged (a float may be NaN, which JSON refuses).
-SAME_IN_JSON = frozenset({str, int, bool})
+# A NUL as JSON writes it, \u0000, not preceded by an escaped backslash (text holding a
+# backslash then "u0000" is written \\u0000, and is fine).
+ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class WorkflowContext:

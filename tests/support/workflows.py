@@ -200,3 +200,14 @@ def two_noops_relaxed(ctx: WorkflowContext) -> None:
     """The benchmark's workflow with relaxed durability (its own row)."""
     ctx.step(_noop, name="one")
     ctx.step(_noop, name="two")
+
+
+def nul_text() -> str:
+    return "a\x00b"  # jsonb cannot store it
+
+
+@workflow("nul_result")
+def nul_result(ctx: WorkflowContext) -> str:
+    """A step whose result holds a NUL character: refused before its checkpoint is written."""
+    ctx.step(nul_text, retry=NO_WAIT)
+    return "unreached"

@@ -245,3 +245,29 @@ def writers(conn: Conn, xmins: str) -> int:
     row = conn.execute(f"SELECT count(DISTINCT xmin::text) FROM ({xmins}) AS rows").fetchone()
     assert row is not None
     return int(row[0])
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
+def test_a_step_result_postgresql_cannot_store_fails_its_workflow_with_the_reason(
+    wf_conn: Conn, database_url: str, grouped: bool
+) -> None:
+    """Text with a NUL character (which jsonb refuses) returned by a step: its execution fails at
+    that step with a sentence that says why, its slice's job succeeds (no retry of the slice
+    that would fail the same way), and the execution run with it in a group is not touched.
+    kills: step-value-shortcut-takes-nul, group-boundary-no-output-as-json-null"""
+    bad = [start_workflow(wf_conn, "nul_result").execution_id for _ in range(2)]
+    good = start_workflow(wf_conn, "two_noops").execution_id
+    wf_conn.commit()
+    assert Slices(database_url, grouped=grouped).run_visible() == 3
+    assert statuses(wf_conn) == {bad[0]: "failed", bad[1]: "failed", good: "succeeded"}
+    steps = wf_conn.execute(
+        "SELECT execution_id, step_id, attempts, output IS NULL, error FROM operation_outputs"
+        " WHERE execution_id = ANY(%s) ORDER BY 1",
+        (bad,),
+    ).fetchall()
+    reason = "ValueError: the value holds a NUL character (\\x00), which PostgreSQL cannot store"
+    assert steps == [(eid, 0, 3, True, reason) for eid in bad]
+    ends = wf_conn.execute(
+        "SELECT output IS NULL, error FROM workflow_executions WHERE id = ANY(%s)", (bad,)
+    ).fetchall()
+    assert all(no_output and "NUL character" in error for no_output, error in ends), ends
