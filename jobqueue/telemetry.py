@@ -15,11 +15,15 @@ headers, service name, sampler, resource attributes).
 """
 
 import logging
+import math
 import os
 import re
+import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
+from time import time_ns
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, metrics, trace
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from jobqueue.store import ClaimedJob
 
 MESSAGING_SYSTEM = "pauta"
+METER_NAME = "pauta.jobqueue"  # the instrumentation scope of the engine's spans and metrics
 _propagator = TraceContextTextMapPropagator()  # W3C trace context only: no baggage
 _configured_pid: int | None = None
 # This process's id, read again in a forked child: ``os.getpid()`` is a system call, and
@@ -91,7 +96,11 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     tracer_provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
     tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
     trace.set_tracer_provider(tracer_provider)
-    reader = PeriodicExportingMetricReader(metric_exporter)  # OTEL_METRIC_EXPORT_INTERVAL
+
+    class Reader(JobTimesReader, PeriodicExportingMetricReader):
+        """The OTLP metric exporter's reader, with the engine's job histograms."""
+
+    reader = Reader(metric_exporter)  # OTEL_METRIC_EXPORT_INTERVAL
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
     install_log_correlation()
     _configured_pid = _pid
@@ -143,7 +152,7 @@ def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
 
         from jobqueue.attempt_span import start_root_span
 
-        tracer = provider.get_tracer("pauta.jobqueue")
+        tracer = provider.get_tracer(METER_NAME)
         if isinstance(tracer, Tracer):
             start: RootSpanStart = partial(start_root_span, tracer)
         else:
@@ -300,32 +309,165 @@ DURATION_BUCKETS = (
 )  # fmt: skip
 
 
-class JobMetrics:
-    """The instruments, created on first use so that they bind to the configured provider."""
+class _Series:
+    """One histogram series (an instrument's values for one queue and task), aggregated as the
+    SDK's explicit-bucket histogram does: bucket ``i`` counts values in (bound ``i-1``, bound
+    ``i``], the last one those above every bound."""
+
+    __slots__ = ("count", "counts", "max", "min", "since", "total")
+
+    def __init__(self, since: int) -> None:
+        self.counts = [0] * (len(DURATION_BUCKETS) + 1)
+        self.count = 0
+        self.total = 0.0
+        self.min = math.inf
+        self.max = -math.inf
+        self.since = since  # the start of what it counts, in ns since the epoch
+
+    def add(self, value: float) -> None:
+        self.counts[bisect_left(DURATION_BUCKETS, value)] += 1
+        self.count += 1
+        self.total += value
+        if value < self.min:
+            self.min = value
+        if value > self.max:
+            self.max = value
+
+    def point(self, attributes: dict[str, str], now: int) -> Any:
+        from opentelemetry.sdk.metrics.export import HistogramDataPoint
+
+        return HistogramDataPoint(
+            attributes=attributes,
+            start_time_unix_nano=self.since,
+            time_unix_nano=now,
+            count=self.count,
+            sum=self.total,
+            bucket_counts=tuple(self.counts),
+            explicit_bounds=DURATION_BUCKETS,
+            min=self.min,
+            max=self.max,
+        )
+
+
+class JobTimes:
+    """The run and wait histograms, aggregated by the engine instead of the SDK.
+
+    The SDK's ``Histogram.record`` cleans and hashes the labels and builds a measurement at
+    every call: two calls an attempt were about a sixth of a traced drain's time in the worker
+    (docs/benchmarks.md, "2026-12-03, evening"). Here an attempt's two values go into buckets
+    kept per queue and task, under one lock, and :class:`JobTimesReader` readers add them to
+    every collection as the SDK's own histogram points would be: the same names, units,
+    bounds, labels and temporality. What they do not get: the SDK's views (a view cannot rename
+    them or change their bounds) and exemplars.
+    """
+
+    RUN = ("pauta.job.run.duration", "How long an attempt ran")
+    WAIT = ("pauta.job.wait.duration", "From becoming visible to being claimed")
 
     def __init__(self) -> None:
-        meter = metrics.get_meter("pauta.jobqueue")
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], tuple[_Series, _Series]] = {}
+
+    def record(self, queue: str, task: str, run: float, wait: float) -> None:
+        """One attempt's run and wait time, in seconds; a negative value (a clock stepped back
+        between two hosts) is left out, as the SDK's histogram leaves it out."""
+        with self._lock:
+            series = self._series.get((queue, task))
+            if series is None:
+                now = time_ns()
+                series = self._series[queue, task] = (_Series(now), _Series(now))
+            if run >= 0:
+                series[0].add(run)
+            if wait >= 0:
+                series[1].add(wait)
+
+    def collect(self, delta: bool) -> list[Any]:
+        """The two histograms as the SDK's ``Metric`` data, cumulative since each series began,
+        or, with ``delta``, since the last collection (whose series are then started again)."""
+        from opentelemetry.sdk.metrics.export import AggregationTemporality, Histogram, Metric
+
+        now = time_ns()
+        with self._lock:
+            if not self._series:
+                return []
+            runs, waits = [], []
+            for (queue, task), (run, wait) in self._series.items():
+                attributes = {"queue": queue, "task": task}
+                if run.count:
+                    runs.append(run.point(attributes, now))
+                if wait.count:
+                    waits.append(wait.point(attributes, now))
+            if delta:
+                self._series = {key: (_Series(now), _Series(now)) for key in self._series}
+        temporality = AggregationTemporality.DELTA if delta else AggregationTemporality.CUMULATIVE
+        return [
+            Metric(name, description, "s", Histogram(points, temporality))
+            for (name, description), points in ((self.RUN, runs), (self.WAIT, waits))
+            if points
+        ]
+
+
+job_times = JobTimes()
+
+
+def with_job_times(metrics_data: Any, times: JobTimes, delta: bool) -> Any:
+    """``metrics_data`` (the SDK's ``MetricsData`` of one collection) with ``times``'s
+    histograms added to the engine's instrumentation scope."""
+    from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    added = times.collect(delta)
+    if not added:
+        return metrics_data
+    resources = list(metrics_data.resource_metrics)
+    first = resources[0] if resources else ResourceMetrics(Resource.create(), [], "")
+    scopes = list(first.scope_metrics)
+    for index, scope in enumerate(scopes):
+        if scope.scope.name == METER_NAME:
+            scopes[index] = ScopeMetrics(scope.scope, [*scope.metrics, *added], scope.schema_url)
+            break
+    else:
+        scopes.append(ScopeMetrics(InstrumentationScope(METER_NAME), added, ""))
+    resources[:1] = [ResourceMetrics(first.resource, scopes, first.schema_url)]
+    return MetricsData(resources)
+
+
+class JobTimesReader:
+    """Mixed into a metric reader (before it): each collection it receives carries the
+    engine's job histograms (:class:`JobTimes`), in the temporality the reader prefers for
+    histograms. ``telemetry.configure`` installs one; a reader without it does not see them."""
+
+    job_times = job_times  # the process's: what the runner records
+
+    def _receive_metrics(
+        self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> None:
+        from opentelemetry.sdk.metrics import Histogram
+        from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+        # what the reader was given (the OTLP exporter's preference, from
+        # OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE), keyed by the API's classes
+        preferred = getattr(self, "_preferred_temporality", None) or {}
+        delta = preferred.get(Histogram) is AggregationTemporality.DELTA
+        super()._receive_metrics(  # type: ignore[misc]
+            with_job_times(metrics_data, self.job_times, delta), timeout_millis, **kwargs
+        )
+
+
+class JobMetrics:
+    """The counter, created on first use so that it binds to the configured provider, and the
+    engine's histograms."""
+
+    def __init__(self) -> None:
+        meter = metrics.get_meter(METER_NAME)
         self.processed = meter.create_counter(
             "pauta.jobs.processed", unit="{job}", description="Attempts finished, by outcome"
         )
-        self.run_time = meter.create_histogram(
-            "pauta.job.run.duration",
-            unit="s",
-            description="How long an attempt ran",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.wait_time = meter.create_histogram(
-            "pauta.job.wait.duration",
-            unit="s",
-            description="From becoming visible to being claimed",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
 
     def record_times(self, queue: str, task: str, run: float, wait: float) -> None:
-        """One attempt's run and wait time (histograms take each value)."""
-        labels = {"queue": queue, "task": task}
-        self.run_time.record(run, labels)
-        self.wait_time.record(wait, labels)
+        """One attempt's run and wait time (:data:`job_times` takes them)."""
+        job_times.record(queue, task, run, wait)
 
     def count(self, queue: str, task: str, outcome: str, attempts: int) -> None:
         """Attempts finished with ``outcome``: the runner counts a written batch in one call."""
@@ -356,7 +498,7 @@ def observe_queue_depth(read: DepthReading) -> None:
     """
     if not active():
         return
-    meter = metrics.get_meter("pauta.jobqueue")
+    meter = metrics.get_meter(METER_NAME)
 
     def depth(_options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
         for queue, measure, value in read():

@@ -130,7 +130,7 @@ def test_a_request_and_the_jobs_it_enqueued_are_one_click_apart(
     database_url: str,
     workers: list[WorkerProcess],
 ) -> None:
-    """kills: histograms-default-buckets"""
+    """kills: job-times-bucket-by-bisect-right, job-times-not-in-reader"""
     with seeding(app) as session:
         tenant = make_tenant(session)
         people = make_employees(session, tenant, 4, span=3)

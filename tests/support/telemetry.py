@@ -17,10 +17,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from jobqueue import telemetry
 
 
+class MemoryReader(telemetry.JobTimesReader, InMemoryMetricReader):
+    """The in-memory reader, with the engine's job histograms as configure's reader has them."""
+
+
 @dataclass
 class MemoryTelemetry:
     spans: InMemorySpanExporter
-    metrics: InMemoryMetricReader
+    metrics: MemoryReader
 
     def finished(self, name: str | None = None) -> list[ReadableSpan]:
         return [s for s in self.spans.get_finished_spans() if name is None or s.name == name]
@@ -47,7 +51,7 @@ def memory_telemetry() -> MemoryTelemetry:
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
         trace.set_tracer_provider(tracer_provider)
-        reader = InMemoryMetricReader()
+        reader = MemoryReader()
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
         _installed = MemoryTelemetry(spans, reader)
     telemetry.mark_active_for_tests()
