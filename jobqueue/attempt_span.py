@@ -9,6 +9,16 @@ keeps them in a plain dict and is its own read-only view once ended; what a task
 an SDK span. Sampling, ids, the resource, the instrumentation scope and the span processors are
 the SDK tracer's own, so ``OTEL_TRACES_SAMPLER`` and the exporters behave as for every other
 span. What it leaves out: the SDK's experimental self-metrics of spans (``otel.sdk.span.*``).
+
+Where ``telemetry.configure`` set the tracing up (its own batch processor and OTLP/HTTP
+exporter, nothing else), an attempt's span starts lighter still, as a :class:`DeferredSpan`:
+its ids, name, attributes, links and times, and nothing of the SDK's span machinery. If nothing
+asks to change it (the task sets no attribute, adds no event, the attempt does not fail), it
+goes at its end straight to the engine's exporter of such spans
+(:class:`~jobqueue.attempt_export.AttemptSpanSink`), which writes the same OTLP bytes the
+batch processor's exporter would have. The first change asked of it makes it an
+:class:`AttemptSpan`, started then through the tracer's processors with its original start
+time, and everything from there is that span's: it ends through the processors as above.
 """
 
 import logging
@@ -16,21 +26,43 @@ import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from time import time_ns
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk import util
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, DEFAULT_ON, Decision
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
 
 log = logging.getLogger(__name__)
 
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+# (sampled, random trace id) -> the span context's flags
+_FLAGS = {
+    (sampled, random): TraceFlags(
+        (TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+        | (TraceFlags.RANDOM_TRACE_ID if random else 0)
+    )
+    for sampled in (False, True)
+    for random in (False, True)
+}
+_RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
+_RECORD_ONLY = Decision.RECORD_ONLY
 _UNSET = Status(StatusCode.UNSET)  # immutable: shared, as ReadableSpan's default is
+
+
+_ROOT = context_api.Context()
+
+
+class SpanSink(Protocol):
+    """Where a :class:`DeferredSpan` nobody changed goes at its end."""
+
+    def add(self, span: "DeferredSpan") -> None: ...
+
+    def serves(self, tracer: Tracer) -> bool:
+        """Whether the tracer's processors are still the one this sink stands in for."""
 
 
 def start_root_span(
@@ -39,34 +71,72 @@ def start_root_span(
     kind: SpanKind,
     attributes: dict[str, types.AnyValue],
     links: Sequence[Link],
+    leading: Mapping[str, types.AnyValue] | None = None,
+    sink: SpanSink | None = None,
 ) -> trace.Span:
     """What ``tracer.start_span(name, context=Context(), ...)`` returns for a new trace, with an
-    :class:`AttemptSpan` in place of the SDK's span. ``attributes`` must hold valid attribute
-    values (text, numbers, booleans): they are kept without the SDK's cleaning."""
-    root = context_api.Context()
+    :class:`AttemptSpan` in place of the SDK's span, or with a ``sink``, a :class:`DeferredSpan`
+    that ends in it while unchanged. ``attributes`` must hold valid attribute values (text,
+    numbers, booleans): they are kept without the SDK's cleaning. ``leading``, when given, is a
+    dict shared by many spans whose entries are the first of ``attributes``, in order: the
+    encoder of deferred spans encodes them once."""
+    root = _ROOT
     if not tracer._is_enabled():  # turned off by a tracer configurator
         return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
     trace_id = tracer.id_generator.generate_trace_id()
-    sampling = tracer.sampler.should_sample(root, trace_id, name, kind, attributes, links)
-    decision = sampling.decision
-    flags = _SAMPLED if decision.is_sampled() else _NOT_SAMPLED  # type: ignore[no-untyped-call]
-    if tracer.id_generator.is_trace_id_random():
-        flags = TraceFlags(flags | TraceFlags.RANDOM_TRACE_ID)
+    sampler = tracer.sampler
+    if sampler is DEFAULT_ON or sampler is ALWAYS_ON:
+        # what they answer for a root span, without asking: sampled, no trace state, no
+        # attributes of their own (the SDK's default, parentbased_always_on)
+        sampled, trace_state = True, None
+    else:
+        sampling = sampler.should_sample(root, trace_id, name, kind, attributes, links)
+        decision = sampling.decision
+        sampled = decision is _RECORD_AND_SAMPLE  # Decision.is_sampled(), without its lookups
+        trace_state = sampling.trace_state
+        if not (sampled or decision is _RECORD_ONLY):
+            return trace.NonRecordingSpan(
+                SpanContext(
+                    trace_id,
+                    tracer.id_generator.generate_span_id(),
+                    is_remote=False,
+                    trace_flags=_FLAGS[False, tracer.id_generator.is_trace_id_random()],
+                    trace_state=trace_state,
+                )
+            )
+        if len(sampling.attributes) != len(attributes):  # the sampler added some of its own
+            attributes = {**attributes, **sampling.attributes}
+            leading = None  # it may have given one of the leading ones another value
     span_context = SpanContext(
         trace_id,
         tracer.id_generator.generate_span_id(),
         is_remote=False,
-        trace_flags=flags,
-        trace_state=sampling.trace_state,
+        trace_flags=_FLAGS[sampled, tracer.id_generator.is_trace_id_random()],
+        trace_state=trace_state,
     )
-    if not decision.is_recording():  # type: ignore[no-untyped-call]
-        return trace.NonRecordingSpan(span_context)
-    if len(sampling.attributes) != len(attributes):  # the sampler added some of its own
-        attributes = {**attributes, **sampling.attributes}
+    if (
+        sink is not None
+        and sink.serves(tracer)
+        and _unbounded(tracer._span_limits, attributes, links)
+    ):
+        return DeferredSpan(tracer, sink, name, span_context, kind, attributes, links, leading)
     span = AttemptSpan(tracer, name, span_context, kind, attributes, links)
     # the processors are typed for the SDK's span; they read what ReadableSpan offers
     tracer.span_processor.on_start(span, parent_context=root)  # type: ignore[arg-type]
     return span
+
+
+def _unbounded(
+    limits: SpanLimits, attributes: Mapping[str, types.AnyValue], links: Sequence[Link]
+) -> bool:
+    """Whether the span limits leave these attributes and links whole (a deferred span keeps
+    them as they are; where a limit would cut them, the attempt takes an AttemptSpan, which
+    applies it and counts what it dropped)."""
+    return (
+        limits.max_span_attribute_length is None
+        and (limits.max_span_attributes is None or len(attributes) <= limits.max_span_attributes)
+        and (limits.max_links is None or len(links) <= limits.max_links)
+    )
 
 
 def _kept_link(
@@ -84,8 +154,10 @@ def _kept_link(
     return Link(context, bounded)
 
 
-def _bounded_links(links: Sequence[Link], limits: SpanLimits) -> Sequence[Link]:
+def bounded_links(links: Sequence[Link], limits: SpanLimits) -> Sequence[Link]:
     """The links an SDK span keeps of those it starts with: valid ones, at most max_links."""
+    if not links:
+        return ()
     valid = [
         kept
         for link in links
@@ -108,6 +180,7 @@ class AttemptSpan(trace.Span, ReadableSpan):
         kind: SpanKind,
         attributes: dict[str, types.AnyValue],
         links: Sequence[Link],
+        start_time: int | None = None,
     ) -> None:
         # ReadableSpan's fields, set here rather than through its __init__ (which would look
         # for a resource when given none)
@@ -127,12 +200,12 @@ class AttemptSpan(trace.Span, ReadableSpan):
         ):  # limits that cut what the attempt set: they apply from the start
             self._bounded_attributes()
         self._events: Any = ()
-        self._links: Any = _bounded_links(links, limits)
+        self._links: Any = bounded_links(links, limits)
         self._status = _UNSET
         self._end_time: int | None = None
         self._processor = tracer.span_processor
         self._lock = threading.Lock()
-        self._start_time = time_ns()
+        self._start_time = time_ns() if start_time is None else start_time
 
     # -- what a task may do with the current span ---------------------------------------------
 
@@ -251,3 +324,120 @@ class AttemptSpan(trace.Span, ReadableSpan):
                 self._attributes._immutable = True
         self._processor._on_ending(self)  # type: ignore[arg-type]
         self._processor.on_end(self)
+
+
+# Held while a deferred span turns into an AttemptSpan or ends: the two must not cross (a task
+# may touch its span from a thread of its own). Shared by all of them: both are rare or short.
+_TURNING = threading.Lock()
+
+
+class DeferredSpan(trace.Span):
+    """An attempt's span kept as its plain values until something asks to change it.
+
+    Unchanged, it ends in its sink: no processor sees it start or end (only
+    ``telemetry.configure``'s set-up, whose one processor would hand it to the exporter, makes
+    these). The first change asked of it (an attribute, an event, a link, a status, a new name,
+    an exception) makes the :class:`AttemptSpan` it stands for, with the same ids, attributes,
+    links and start time, started through the tracer's processors; that span takes the change
+    and every later call, its end included."""
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        sink: SpanSink,
+        name: str,
+        span_context: SpanContext,
+        kind: SpanKind,
+        attributes: dict[str, types.AnyValue],
+        links: Sequence[Link],
+        leading: Mapping[str, types.AnyValue] | None = None,
+    ) -> None:
+        self.tracer = tracer
+        self.leading = leading
+        self.sink = sink
+        self.name = name
+        self.span_context = span_context
+        self.kind = kind
+        self.attributes = attributes
+        self.links = links
+        self.end_time: int | None = None
+        self._full: AttemptSpan | None = None
+        self.start_time = time_ns()
+
+    def full(self, what: str) -> AttemptSpan | None:
+        """The AttemptSpan this span stands for, made at the first call that changes it; None
+        (with the SDK's warning) once it ended unchanged."""
+        with _TURNING:
+            if self._full is None:
+                if self.end_time is not None:
+                    log.warning("Tried calling %s on an ended span.", what)
+                    return None
+                tracer = self.tracer
+                full = AttemptSpan(
+                    tracer,
+                    self.name,
+                    self.span_context,
+                    self.kind,
+                    self.attributes,
+                    self.links,
+                    self.start_time,
+                )
+                tracer.span_processor.on_start(full, parent_context=_ROOT)  # type: ignore[arg-type]
+                self._full = full
+            return self._full
+
+    def set_attribute(self, key: str, value: types.AnyValue) -> None:
+        if full := self.full("set_attribute"):
+            full.set_attribute(key, value)
+
+    def set_attributes(self, attributes: Mapping[str, types.AnyValue]) -> None:
+        if full := self.full("set_attributes"):
+            full.set_attributes(attributes)
+
+    def add_event(
+        self, name: str, attributes: types.Attributes = None, timestamp: int | None = None
+    ) -> None:
+        if full := self.full("add_event"):
+            full.add_event(name, attributes, timestamp)
+
+    def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
+        if full := self.full("add_link"):
+            full.add_link(context, attributes)
+
+    def update_name(self, name: str) -> None:
+        if full := self.full("update_name"):
+            full.update_name(name)
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        if full := self.full("set_status"):
+            full.set_status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        if full := self.full("record_exception"):
+            full.record_exception(exception, attributes, timestamp, escaped)
+
+    def is_recording(self) -> bool:
+        full = self._full
+        return self.end_time is None if full is None else full.is_recording()
+
+    def get_span_context(self) -> SpanContext:
+        return self.span_context
+
+    def end(self, end_time: int | None = None) -> None:
+        with _TURNING:
+            full = self._full
+            if full is None:
+                if self.end_time is not None:
+                    log.warning("Calling end() on an ended span.")
+                    return
+                self.end_time = end_time if end_time is not None else time_ns()
+        if full is not None:
+            full.end(end_time)
+        else:
+            self.sink.add(self)

@@ -16,8 +16,10 @@ keeps the official encoder).
 import logging
 import struct
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.otlp.proto.common._internal import (
     _encode_instrumentation_scope,
@@ -34,10 +36,17 @@ from opentelemetry.exporter.otlp.proto.http._common import (
     _is_request_too_large,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 from opentelemetry.trace import SpanContext, SpanKind
+
+from jobqueue.attempt_span import bounded_links
+
+if TYPE_CHECKING:
+    from jobqueue.attempt_span import DeferredSpan
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +145,10 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
     return b"".join([_attribute(tag, key, value) for key, value in attributes.items()])
 
 
+# Encoded leading attributes, by the id of the shared dict (kept, so that the id stays its).
+_leading: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+
+
 _LOCAL_FLAGS = _FIXED32.pack(_span_flags(None))
 _REMOTE_FLAGS = _FIXED32.pack(_span_flags(SpanContext(1, 1, is_remote=True)))
 _KIND = {
@@ -219,6 +232,85 @@ def _span(span: ReadableSpan) -> bytes:
     return b"".join(parts)
 
 
+_NAMED: dict[tuple[str, SpanKind], bytes] = {}  # a span's name and kind fields, by both
+_KEYS: dict[str, bytes] = {}  # a KeyValue's key field, by key
+_TIMES = struct.Struct("<BQBQ")  # start and end: their tags and fixed64 values
+_UNCHANGED_END = _UNSET_STATUS + b"\x85\x01" + _LOCAL_FLAGS
+
+
+def encode_unchanged(span: "DeferredSpan") -> bytes:
+    """The ``spans`` field (framed) :func:`encode_spans` writes for the AttemptSpan a deferred
+    span stands for, which nothing changed: no parent, events or dropped attributes, an unset
+    status, local flags; the attributes after its shared leading ones written here directly
+    when they are text or whole numbers, as :func:`_any_value` writes them."""
+    context = span.span_context
+    named = _NAMED.get((span.name, span.kind))
+    if named is None:
+        if len(_NAMED) >= _FRAMED_LIMIT:
+            _NAMED.clear()
+        named = _NAMED[span.name, span.kind] = _text(b"\x2a", span.name) + _KIND[span.kind]
+    parts = [
+        b"\x0a\x10"
+        + context.trace_id.to_bytes(16, "big")
+        + b"\x12\x08"
+        + context.span_id.to_bytes(8, "big"),
+        _trace_state(b"\x1a", context.trace_state),
+        named,
+        _TIMES.pack(0x39, span.start_time, 0x41, span.end_time or 0),
+    ]
+    attributes, leading = span.attributes, span.leading
+    if leading is None:
+        parts.append(_attributes(b"\x4a", attributes))
+    else:
+        known = _leading.get(id(leading))
+        if known is None or known[0] is not leading:
+            if len(_leading) >= _FRAMED_LIMIT:
+                _leading.clear()
+            known = _leading[id(leading)] = (leading, _attributes(b"\x4a", leading))
+        parts.append(known[1])
+        rest: Iterator[tuple[str, Any]] = islice(attributes.items(), len(leading), None)
+        for key, value in rest:
+            kind = type(value)
+            if kind is int:
+                encoded = b"\x18" + _varint(value)
+            elif kind is str and value.isascii():
+                encoded = b"\x0a" + _varint(len(value)) + value.encode()
+            else:
+                parts.append(_framed_pair(b"\x4a", key, value))
+                continue
+            key_field = _KEYS.get(key)
+            if key_field is None:
+                if len(_KEYS) >= _FRAMED_LIMIT:
+                    _KEYS.clear()
+                key_field = _KEYS[key] = _text(b"\x0a", key) + b"\x12"
+            pair = key_field + _varint(len(encoded)) + encoded
+            parts.append(b"\x4a" + _varint(len(pair)) + pair)
+    if span.links:
+        parts.append(_links(bounded_links(span.links, span.tracer._span_limits)))
+    parts.append(_UNCHANGED_END)
+    body = b"".join(parts)
+    return b"\x12" + _varint(len(body)) + body
+
+
+def encode_scope_spans(
+    resource: Resource, scope: InstrumentationScope, spans: list[bytes]
+) -> bytes:
+    """A request of spans already encoded (framed), all of one resource and scope."""
+    return _resource_spans(resource, [(scope, spans)])
+
+
+def _resource_spans(resource: Resource, scopes: Iterable[tuple[Any, list[bytes]]]) -> bytes:
+    scope_spans = []
+    for scope, encoded in scopes:
+        body = _field(b"\x0a", _encode_instrumentation_scope(scope).SerializePartialToString())
+        body += b"".join(encoded)
+        body += _text(b"\x1a", scope.schema_url if scope else None)
+        scope_spans.append(_field(b"\x12", body))
+    body = _field(b"\x0a", _encode_resource(resource).SerializePartialToString())
+    body += b"".join(scope_spans) + _text(b"\x1a", resource.schema_url)
+    return _field(b"\x0a", body)
+
+
 def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     """What ``encode_spans(spans).SerializePartialToString()`` of the OTLP exporter returns:
     spans grouped by resource, then by instrumentation scope, in the order first seen."""
@@ -230,19 +322,10 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
         group = by_id.get((id(resource), id(scope)))
         if group is None:
             group = by_id[(id(resource), id(scope))] = grouped[resource][scope]
-        group.append(_span(span))
-    out = []
-    for resource, scopes in grouped.items():
-        scope_spans = []
-        for scope, encoded in scopes.items():
-            body = _field(b"\x0a", _encode_instrumentation_scope(scope).SerializePartialToString())
-            body += b"".join(_field(b"\x12", span) for span in encoded)
-            body += _text(b"\x1a", scope.schema_url if scope else None)
-            scope_spans.append(_field(b"\x12", body))
-        body = _field(b"\x0a", _encode_resource(resource).SerializePartialToString())
-        body += b"".join(scope_spans) + _text(b"\x1a", resource.schema_url)
-        out.append(_field(b"\x0a", body))
-    return b"".join(out)
+        group.append(_field(b"\x12", _span(span)))
+    return b"".join(
+        _resource_spans(resource, scopes.items()) for resource, scopes in grouped.items()
+    )
 
 
 class SpanExporter(OTLPSpanExporter):
@@ -253,12 +336,16 @@ class SpanExporter(OTLPSpanExporter):
     tests/test_telemetry_end_to_end.py sends through it to a real receiver."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.export_encoded(partial(encode_spans, spans), len(spans))
+
+    def export_encoded(self, encode: Callable[[], bytes], count: int) -> SpanExportResult:
+        """Send the request ``encode`` writes, of ``count`` spans."""
         if self._shutdown:
             log.warning("Exporter already shutdown, ignoring batch")
             return SpanExportResult.FAILURE
-        with self._metrics.export_operation(len(spans)) as result:
+        with self._metrics.export_operation(count) as result:
             try:
-                serialized = encode_spans(spans)
+                serialized = encode()
             except Exception as error:
                 log.exception("Failed to encode span batch")
                 result.error = error

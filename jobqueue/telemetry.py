@@ -96,6 +96,7 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     tracer_provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
     tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
     trace.set_tracer_provider(tracer_provider)
+    _deferred_attempt_spans(tracer_provider, span_exporter, resource)
 
     class Reader(JobTimesReader, PeriodicExportingMetricReader):
         """The OTLP metric exporter's reader, with the engine's job histograms."""
@@ -106,6 +107,27 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     _configured_pid = _pid
     log.info("exporting traces and metrics over OTLP as %s", resource.attributes[SERVICE_NAME])
     return True
+
+
+# The provider configure made and the sink of its deferred attempt spans (attempt_export).
+_attempt_sink: tuple[trace.TracerProvider, Any] | None = None
+
+
+def _deferred_attempt_spans(provider: Any, span_exporter: Any, resource: Any) -> None:
+    """Attempt spans nobody changes go to an AttemptSpanSink of their own, with an exporter of
+    the same class and settings as the batch processor's (OTLP/HTTP only: gRPC sends message
+    objects, and its spans keep the processor's path)."""
+    global _attempt_sink
+    from jobqueue import otlp_encoding
+
+    if type(span_exporter) is not otlp_encoding.SpanExporter:
+        _attempt_sink = None
+        return
+    from jobqueue.attempt_export import AttemptSpanSink
+
+    scope = provider.get_tracer(METER_NAME)._instrumentation_scope
+    sink = AttemptSpanSink(provider, otlp_encoding.SpanExporter(), resource, scope)
+    _attempt_sink = (provider, sink)
 
 
 def _exporters(environ: Mapping[str, str]) -> tuple[Any, Any]:
@@ -136,7 +158,8 @@ def mark_active_for_tests() -> None:
 # -- traces --------------------------------------------------------------------------------------
 
 
-RootSpanStart = Callable[[str, SpanKind, dict[str, Any], list[Link]], trace.Span]
+# (name, kind, attributes, links, the attributes' shared leading entries)
+RootSpanStart = Callable[[str, SpanKind, dict[str, Any], list[Link], dict[str, Any]], trace.Span]
 _cached_tracer: tuple[trace.TracerProvider, trace.Tracer, RootSpanStart] | None = None
 
 
@@ -154,11 +177,16 @@ def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
 
         tracer = provider.get_tracer(METER_NAME)
         if isinstance(tracer, Tracer):
-            start: RootSpanStart = partial(start_root_span, tracer)
+            sink = _attempt_sink[1] if _attempt_sink and _attempt_sink[0] is provider else None
+            start: RootSpanStart = partial(start_root_span, tracer, sink=sink)
         else:
 
             def start(
-                name: str, kind: SpanKind, attributes: dict[str, Any], links: list[Link]
+                name: str,
+                kind: SpanKind,
+                attributes: dict[str, Any],
+                links: list[Link],
+                _leading: dict[str, Any],
             ) -> trace.Span:
                 return tracer.start_span(
                     name, context.Context(), kind, attributes=attributes, links=links
@@ -195,6 +223,28 @@ def producer(queue: str, task: str, count: int) -> Iterator[dict[str, str] | Non
         yield carrier or None
 
 
+_leading: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+
+def _leading_attributes(queue: str, task: str, tenant_id: int) -> dict[str, Any]:
+    """An attempt span's attributes that are the same for every job of a queue, task and
+    tenant, first in its attributes; one shared dict each (the OTLP encoder of deferred spans
+    encodes them once a dict). Bounded: emptied past 4,096."""
+    found = _leading.get((queue, task, tenant_id))
+    if found is None:
+        if len(_leading) >= 4096:
+            _leading.clear()
+        found = _leading[queue, task, tenant_id] = {
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": queue,
+            "pauta.task": task,
+            "pauta.tenant.id": tenant_id,
+        }
+    return found
+
+
 class ConsumerSpan:
     """A CONSUMER span ``process {task}`` around one attempt, linked to the enqueuing context.
 
@@ -222,19 +272,17 @@ class ConsumerSpan:
             span_context = enqueuing_span_context(self._trace_context)
             if span_context is not None:
                 links.append(Link(span_context))
-        attributes: dict[str, Any] = {
-            "messaging.system": MESSAGING_SYSTEM,
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": job.queue,
+        leading = _leading_attributes(job.queue, job.task, job.tenant_id)
+        attributes = {
+            **leading,
             "messaging.message.id": str(job.id),
-            "pauta.task": job.task,
             "pauta.job.attempt": job.attempt,
-            "pauta.tenant.id": job.tenant_id,
         }
         # A new trace per attempt (the enqueuing request's trace is linked, not a parent).
         start = _tracer_and_root_start()[1]
-        span = self._span = start(f"process {job.task}", SpanKind.CONSUMER, attributes, links)
+        span = self._span = start(
+            f"process {job.task}", SpanKind.CONSUMER, attributes, links, leading
+        )
         self._token = context.attach(trace.set_span_in_context(span))
         return span
 

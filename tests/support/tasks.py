@@ -4,6 +4,8 @@ import gc
 import socket
 import time
 
+from opentelemetry import trace
+
 from jobqueue import JobContext, PermanentError, RetryPolicy, task
 
 FAST_RETRY = RetryPolicy(base_seconds=0.2, factor=2.0, cap_seconds=0.5, rng=lambda: 1.0)
@@ -162,3 +164,9 @@ def ignores_cancel(ctx: JobContext) -> None:
             (ctx.job_id, ctx.attempt, ctx.worker),
         )
     time.sleep(60)
+
+
+@task("tags_its_span")
+def tags_its_span(tag: str) -> None:
+    """Set an attribute on the attempt's span, as a task may on its current span."""
+    trace.get_current_span().set_attribute("test.tag", tag)

@@ -1,0 +1,149 @@
+"""The engine's exporter of the attempt spans nobody changed (``attempt_span.DeferredSpan``).
+
+The SDK's batch processor takes a finished span, and its exporter reads the span's fields
+through ``ReadableSpan``'s properties and encodes it: in a drain of no-op jobs, with the run and
+wait histograms no longer recorded through the SDK, that export was what kept a traced drain at
+half the untraced one's rate (docs/benchmarks.md, "2026-12-03, evening"). This sink keeps the
+deferred spans as they ended and writes each batch with
+:func:`~jobqueue.otlp_encoding.encode_unchanged`, the bytes the processor's exporter would have
+sent for them, through the same OTLP/HTTP exporter class (its endpoint, headers, timeout,
+retries, size limit and self-metrics, from the same ``OTEL_*`` variables).
+
+It batches as the SDK's batch processor does and reads the processor's own variables: a batch
+of ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` spans is sent as soon as it is there, what is left every
+``OTEL_BSP_SCHEDULE_DELAY`` (5,000 ms), and past ``OTEL_BSP_MAX_QUEUE_SIZE`` waiting spans new
+ones are dropped and counted. Where they are not set, its batches are larger than the
+processor's: 4,096 spans (not 512) and 16,384 waiting (not 2,048). A request costs the
+exporter's HTTP client about 1 ms of the worker's Python, measured: 2 µs a span at 512, a fifth
+of what the rest of an attempt's span costs. At exit (``atexit``) it sends what it holds.
+"""
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import deque
+from functools import partial
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Tracer, TracerProvider
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from jobqueue.attempt_span import DeferredSpan
+from jobqueue.otlp_encoding import SpanExporter, encode_scope_spans, encode_unchanged
+
+log = logging.getLogger(__name__)
+
+
+def _setting(name: str, default: int) -> int:
+    """A positive whole number from the environment, or the default (with a warning) when the
+    variable holds anything else, as the SDK's batch processor reads its own."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        log.warning("%s must be a whole number above 0, not %r: using %d", name, text, default)
+        return default
+    return value
+
+
+class AttemptSpanSink:
+    """Batches deferred spans and sends them from a thread of its own, for ``provider``'s tracers
+    while its one span processor is the batch processor ``telemetry.configure`` gave it: a
+    processor added later (to see every span) turns the deferred spans off."""
+
+    def __init__(
+        self,
+        provider: TracerProvider,
+        exporter: SpanExporter,
+        resource: Resource,
+        scope: InstrumentationScope,
+    ) -> None:
+        # the provider's processors as configure left them: adding one makes a new tuple
+        self._processors = provider._active_span_processor._span_processors
+        self.exporter = exporter
+        self.resource = resource
+        self.scope = scope
+        self.batch_size = _setting("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 4096)
+        self.queue_size = max(_setting("OTEL_BSP_MAX_QUEUE_SIZE", 16384), self.batch_size)
+        self.delay = _setting("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
+        self.dropped = 0
+        self._spans: deque[bytes] = deque()  # encoded spans
+        self._wake = threading.Event()
+        self._sending = threading.Lock()  # one batch at a time: the thread's or a flush's
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="pauta-attempt-spans", daemon=True)
+        self._thread.start()
+        atexit.register(self.shutdown)
+
+    def serves(self, tracer: Tracer) -> bool:
+        return tracer.span_processor._span_processors is self._processors
+
+    def add(self, span: DeferredSpan) -> None:
+        """Take an ended span, encoded now, in the thread that ended it: bytes wait in the
+        queue, not span objects, which the garbage collector would walk again and again while
+        they wait (about 4 µs a span, measured), and no thread holds the GIL for a whole
+        batch's encoding while the runner's threads wait on it."""
+        spans = self._spans
+        if len(spans) >= self.queue_size:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 10_000 == 0:
+                log.warning("attempt spans dropped: %d (the exporter cannot keep up)", self.dropped)
+            return
+        try:
+            spans.append(encode_unchanged(span))
+        except Exception:  # a span that cannot be encoded must not fail the attempt
+            log.exception("could not encode the span of an attempt; it is not exported")
+            return
+        if len(spans) >= self.batch_size:
+            self._wake.set()
+
+    def _run(self) -> None:
+        """Full batches as they fill; what is left once the delay has passed since the last
+        time everything was sent (a batch a request: a request costs the exporter's HTTP
+        client about as much Python as encoding a few hundred spans)."""
+        deadline = time.monotonic() + self.delay
+        while True:
+            left = deadline - time.monotonic()
+            if left > 0 and len(self._spans) < self.batch_size and not self._closing:
+                self._wake.wait(left)
+                self._wake.clear()
+            closing = self._closing
+            everything = closing or time.monotonic() >= deadline
+            self._send(everything)
+            if everything:
+                deadline = time.monotonic() + self.delay
+            if closing:
+                return
+
+    def _send(self, everything: bool) -> None:
+        """Send the full batches waiting, and with ``everything`` the last part batch too."""
+        spans = self._spans
+        size = self.batch_size
+        with self._sending:
+            while len(spans) >= size or (everything and spans):
+                batch = [spans.popleft() for _ in range(min(len(spans), size))]
+                try:
+                    self.exporter.export_encoded(
+                        partial(encode_scope_spans, self.resource, self.scope, batch), len(batch)
+                    )
+                except Exception:  # the next batch may get through: the thread goes on
+                    log.exception("could not send a batch of %d attempt spans", len(batch))
+
+    def force_flush(self) -> None:
+        """Send what is waiting, now, in the caller's thread."""
+        self._send(everything=True)
+
+    def shutdown(self) -> None:
+        """Send what is left, stop the thread and the exporter; once."""
+        if self._closing:
+            return
+        self._closing = True
+        self._wake.set()
+        self._thread.join(30)
+        self.exporter.shutdown()  # type: ignore[no-untyped-call]

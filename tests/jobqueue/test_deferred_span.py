@@ -1,0 +1,280 @@
+"""jobqueue.attempt_span.DeferredSpan and jobqueue.attempt_export: an attempt's span kept as
+plain values until something changes it reaches the collector as the SDK's span would have,
+field for field, whatever the task does with it, and exactly once: through the engine's own
+exporter while unchanged, through the tracer's processors once changed. Real SDK tracers and
+exporters, a real OTLP receiver on loopback, and real worker processes."""
+
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from opentelemetry import context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, Tracer
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanKind, StatusCode
+
+from devtools.otlp_receiver import Receiver
+from jobqueue import JobRequest, enqueue_many
+from jobqueue.attempt_export import AttemptSpanSink
+from jobqueue.attempt_span import AttemptSpan, DeferredSpan, start_root_span
+from jobqueue.otlp_encoding import SpanExporter, encode_scope_spans, encode_unchanged
+from tests.jobqueue.test_attempt_span import ACTIONS, ENQUEUED, act, provider
+from tests.support.processes import WorkerProcess, start_worker, wait_until
+
+LEADING: dict[str, Any] = {
+    "messaging.system": "pauta",
+    "messaging.destination.name": "a-queue-with-a-long-name",
+    "pauta.tenant.id": 7,
+}
+REST: dict[str, Any] = {"messaging.message.id": "42", "pauta.job.attempt": 2}
+
+
+class ListSink:
+    """A sink that keeps what it is given (pure logic: the encoding is checked separately)."""
+
+    def __init__(self) -> None:
+        self.spans: list[DeferredSpan] = []
+
+    def add(self, span: DeferredSpan) -> None:
+        self.spans.append(span)
+
+    def serves(self, tracer: Tracer) -> bool:
+        return True
+
+
+def deferred_span(tracer: Any, links: list[Link], sink: ListSink) -> Any:
+    attributes = {**LEADING, **REST}
+    return start_root_span(
+        tracer, "process send_mail", SpanKind.CONSUMER, attributes, links, LEADING, sink=sink
+    )
+
+
+def sent(span: ReadableSpan | DeferredSpan, resource: Resource) -> Any:
+    """The span as a collector decodes it, without its ids and times."""
+    if isinstance(span, DeferredSpan):
+        scope = span.tracer._instrumentation_scope
+        body = encode_scope_spans(resource, scope, [encode_unchanged(span)])
+        request = ExportTraceServiceRequest.FromString(body)
+    else:
+        request = encode_spans([span])
+    [resource_spans] = request.resource_spans
+    [scope_spans] = resource_spans.scope_spans
+    [decoded] = scope_spans.spans
+    decoded.ClearField("trace_id")
+    decoded.ClearField("span_id")
+    decoded.ClearField("start_time_unix_nano")
+    decoded.ClearField("end_time_unix_nano")
+    return (resource_spans.resource, scope_spans.scope, decoded)
+
+
+@settings(max_examples=300, deadline=None)
+@example(actions=[], linked=True, max_attributes=9, max_length=None, max_links=2)
+@example(actions=[("end",)], linked=False, max_attributes=5, max_length=None, max_links=0)
+@given(
+    actions=ACTIONS,
+    linked=st.booleans(),
+    max_attributes=st.integers(0, 9),
+    max_length=st.sampled_from([None, None, 0, 6]),
+    max_links=st.integers(0, 2),
+)
+def test_a_deferred_span_sends_what_the_sdk_span_would_whatever_the_task_does(
+    actions: list[tuple[Any, ...]],
+    linked: bool,
+    max_attributes: int,
+    max_length: int | None,
+    max_links: int,
+) -> None:
+    """Unchanged, it goes to the sink only; changed, to the processors only, and either way the
+    collector decodes what it would have decoded of the SDK's span.
+    kills: deferred-span-change-dropped, deferred-encoding-kind, deferred-encoding-rest-attributes,
+    deferred-span-sent-twice"""
+    limits = SpanLimits(
+        max_span_attributes=max_attributes,
+        max_events=2,
+        max_links=max_links,
+        max_event_attributes=2,
+        max_attribute_length=max_length,
+    )
+    links = [Link(ENQUEUED)] if linked else []
+    made, exporter = provider(limits=limits)
+    span = sdk_attributes_first(made.get_tracer("pauta.jobqueue"), links)
+    act(span, actions)
+    span.end()
+    [expected] = exporter.get_finished_spans()
+
+    made, exporter = provider(limits=limits)
+    sink = ListSink()
+    span = deferred_span(made.get_tracer("pauta.jobqueue"), links, sink)
+    act(span, actions)
+    span.end()
+    finished = list(exporter.get_finished_spans()) + sink.spans
+    assert len(finished) == 1
+    assert sent(finished[0], made.resource) == sent(expected, made.resource)
+
+
+def sdk_attributes_first(tracer: Any, links: list[Link]) -> Any:
+    """The SDK's span with the deferred span's attributes, in their order."""
+    return tracer.start_span(
+        "process send_mail",
+        context=context.Context(),
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes={**LEADING, **REST},
+    )
+
+
+def test_an_unchanged_span_goes_to_the_sink_and_a_changed_one_to_the_processors() -> None:
+    made, exporter = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    sink = ListSink()
+    quiet = deferred_span(tracer, [], sink)
+    assert isinstance(quiet, DeferredSpan) and quiet.is_recording()
+    quiet.end()
+    assert sink.spans == [quiet] and exporter.get_finished_spans() == ()
+    assert not quiet.is_recording()
+    quiet.set_attribute("late", 1)  # ended: refused, as the SDK's span refuses it
+    quiet.end()
+    assert sink.spans == [quiet] and "late" not in quiet.attributes
+
+    tagged = deferred_span(tracer, [Link(ENQUEUED)], sink)
+    started = tagged.start_time
+    tagged.set_attribute("test.tag", "x")
+    tagged.set_status(StatusCode.ERROR, "broken")
+    tagged.end()
+    [exported] = exporter.get_finished_spans()
+    assert sink.spans == [quiet]
+    assert exported.context == tagged.get_span_context() and exported.start_time == started
+    assert exported.attributes["test.tag"] == "x" and exported.status.description == "broken"
+    assert [link.context for link in exported.links] == [ENQUEUED]
+
+
+def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_limit_cuts_it() -> (
+    None
+):
+    """A processor added after configure (to see every span) turns deferred spans off; so do
+    limits that would cut the attempt's own attributes."""
+    made, _ = provider()
+    sink = AttemptSpanSink(
+        made, SpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), made.resource, SCOPE
+    )
+    try:
+        tracer = made.get_tracer("pauta.jobqueue")
+        assert isinstance(deferred_span(tracer, [], sink), DeferredSpan)
+        made.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        assert isinstance(deferred_span(tracer, [], sink), AttemptSpan)
+        limited, _ = provider(limits=SpanLimits(max_span_attributes=3))
+        assert isinstance(
+            deferred_span(limited.get_tracer("pauta.jobqueue"), [], sink), AttemptSpan
+        )
+    finally:
+        sink.exporter.shutdown()
+
+
+SCOPE = InstrumentationScope("pauta.jobqueue")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver().start()
+    yield receiver
+    receiver.stop()
+
+
+def test_the_sink_sends_every_span_in_batches_drops_past_its_bound_and_sends_the_rest_at_shutdown(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kills: sink-unbounded, sink-shutdown-drops-the-rest"""
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "6")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")  # no timed sends in this test
+    made, _ = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    traces = SpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    sink = AttemptSpanSink(made, traces, made.resource, SCOPE)
+    names = iter(f"process t{n}" for n in range(100))
+
+    def end_one() -> None:
+        span = start_root_span(
+            tracer, next(names), SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING, sink=sink
+        )
+        span.end()
+
+    try:
+        for _ in range(5):  # a full batch goes at once; the fifth waits for the delay
+            end_one()
+        wait_until(lambda: len(receiver.spans) == 4, timeout=10)
+        with sink._sending:  # the thread cannot send: what comes past the bound is dropped
+            for _ in range(8):
+                end_one()
+            assert sink.dropped == 3  # 1 + 5 wait, the bound is 6
+        wait_until(lambda: len(receiver.spans) >= 8, timeout=10)  # the full batches
+    finally:
+        sink.shutdown()
+    received = [span.name for span in receiver.spans]
+    assert received == [f"process t{n}" for n in range(10)]
+    assert all(span.attributes == {**LEADING, **REST} for span in receiver.spans)
+
+
+def test_a_workers_attempts_each_reach_the_collector_once_changed_or_not(
+    database_url: str, workers: list[WorkerProcess], receiver: Receiver
+) -> None:
+    """Real worker processes: attempts nobody touched (through the sink), a task that tags its
+    span and a failed attempt (through the processors, with the tag, the error status and the
+    exception) each give exactly one span, whose trace is the one their attempt row names.
+    kills: deferred-span-change-dropped, sink-never-flushed-at-exit"""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        enqueue_many(
+            conn,
+            [JobRequest("flaky", {"failures": 0})] * 30
+            + [JobRequest("flaky", {"failures": 1}), JobRequest("tags_its_span", {"tag": "t"})],
+        )
+        worker = start_worker(
+            workers,
+            database_url,
+            "--single",
+            "--queues",
+            "default=4",
+            env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                # nothing timed: what is not a full batch is sent at exit or never
+                "OTEL_BSP_SCHEDULE_DELAY": "600000",
+            },
+        )
+        wait_until(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobs WHERE state = 'succeeded'").fetchone()[0]
+                == 32
+            ),
+            timeout=60,
+        )
+        worker.signal(signal.SIGTERM)  # what the sink holds is sent on the way out
+        assert worker.wait() == 0
+        rows = conn.execute("SELECT trace_id, outcome, job_id FROM job_attempts").fetchall()
+    assert len(rows) == 33 and all(trace_id for trace_id, _, _ in rows)
+    spans = wait_until(
+        lambda: (
+            (
+                found := receiver.spans_named("process flaky")
+                + receiver.spans_named("process tags_its_span")
+            )
+            and len(found) >= 33
+            and found
+        ),
+        timeout=20,
+    )
+    assert sorted(span.trace_id for span in spans) == sorted(trace_id for trace_id, _, _ in rows)
+    [tagged] = receiver.spans_named("process tags_its_span")
+    assert tagged.attributes["test.tag"] == "t"
+    failed = [span for span in spans if span.status_code == StatusCode.ERROR.value]
+    [failed_trace] = [trace_id for trace_id, outcome, _ in rows if outcome == "failed"]
+    assert [span.trace_id for span in failed] == [failed_trace]
