@@ -18,11 +18,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 
@@ -30,6 +30,9 @@ from bench.peers._common import EnqueueRun, Pacer, PeerBase, Recorder, parse_run
 from jobqueue import JobRequest, enqueue, enqueue_many, task, telemetry
 from jobqueue.runner import Runner
 from jobqueue.settings import WorkerSettings
+
+if TYPE_CHECKING:
+    from devtools.otlp_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
@@ -110,9 +113,18 @@ class Peer(PeerBase):
         return int(row[0]) if row else 0
 
 
+def attempts_exported(receiver: "Receiver", n: int) -> Callable[[], bool]:
+    """For a traced drain's end: True once ``n`` more spans of the bench's task have reached
+    ``receiver`` than had when this was made."""
+    name = f"process {TASK}"
+    before = receiver.span_counts[name]
+    return lambda: receiver.span_counts[name] - before >= n
+
+
 def switch_off_tracing_parts(parts: str) -> None:
     """For bench.tracing_parts only: leave out parts of tracing in this runner process, by
-    replacing them here (``export``: spans are dropped instead of encoded and sent;
+    replacing them here (``export``: spans are not sent, and those of the batch processor not
+    encoded either; deferred attempt spans are still encoded as they end;
     ``histograms``: the run and wait times are not recorded; ``spans``: attempts get none)."""
     chosen = set(filter(None, parts.split(",")))
     if unknown := chosen - {"export", "histograms", "spans"}:
@@ -122,7 +134,9 @@ def switch_off_tracing_parts(parts: str) -> None:
 
         from jobqueue import otlp_encoding
 
-        otlp_encoding.SpanExporter.export = lambda self, spans: SpanExportResult.SUCCESS  # type: ignore[method-assign]
+        otlp_encoding.SpanExporter.export_encoded = lambda self, encode, count: (  # type: ignore[method-assign]
+            SpanExportResult.SUCCESS
+        )
     if "histograms" in chosen:
         telemetry.JobMetrics.record_times = lambda self, *times: None  # type: ignore[method-assign]
     if "spans" in chosen:

@@ -26,12 +26,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy.engine import make_url
 
 from devtools.database import database_url
+
+if TYPE_CHECKING:
+    from devtools.otlp_receiver import Receiver
 
 SYSTEMS = {
     "pauta": "bench.pauta_system",
@@ -112,7 +115,9 @@ class Database:
 Measure = Callable[[Any], dict[str, Any]]
 
 
-def measurements(sizes: Sizes) -> list[tuple[str, dict[str, Any], Measure]]:
+def measurements(
+    sizes: Sizes, receiver: "Receiver | None"
+) -> list[tuple[str, dict[str, Any], Measure]]:
     def single(peer: Any) -> dict[str, Any]:
         return {"jobs_per_s": round(peer.enqueue_single(sizes.single), 1)}
 
@@ -121,6 +126,15 @@ def measurements(sizes: Sizes) -> list[tuple[str, dict[str, Any], Measure]]:
 
     def drain(peer: Any) -> dict[str, Any]:
         return {"jobs_per_s": round(peer.drain(sizes.drain, CONCURRENCY), 1)}
+
+    def traced_drain(peer: Any) -> dict[str, Any]:
+        """Until every job is done and every attempt's span has reached the receiver."""
+        if receiver is None:
+            raise RuntimeError("the traced drain needs the receiver")
+        from bench.pauta_system import attempts_exported
+
+        exported = attempts_exported(receiver, sizes.drain)
+        return {"jobs_per_s": round(peer.drain(sizes.drain, CONCURRENCY, exported), 1)}
 
     def pickup(peer: Any) -> dict[str, Any]:
         summary = peer.pickup_latency(sizes.pickup, 0.010, CONCURRENCY)
@@ -131,7 +145,15 @@ def measurements(sizes: Sizes) -> list[tuple[str, dict[str, Any], Measure]]:
         ("enqueue_bulk", {"jobs": sizes.bulk, "batch": 1000}, bulk),
         ("drain c=10", {"jobs": sizes.drain, "concurrency": CONCURRENCY}, drain),
         ("pickup_latency", {"jobs": sizes.pickup, "interval_ms": 10}, pickup),
-        (TRACED, {"jobs": sizes.drain, "concurrency": CONCURRENCY, "tracing": "otlp"}, drain),
+        (
+            TRACED,
+            {
+                "jobs": sizes.drain,
+                "concurrency": CONCURRENCY,
+                "tracing": "otlp, every span received",
+            },
+            traced_drain,
+        ),
     ]
 
 
@@ -172,20 +194,17 @@ def main(argv: list[str]) -> int:
 
 
 @contextmanager
-def tracing_receiver(needed: bool) -> Iterator[dict[str, str]]:
-    """The variables that make a Pauta runner export its spans over OTLP/HTTP to a real
-    receiver on loopback (as bench.telemetry_overhead does); nothing if no traced drain runs."""
+def tracing_receiver(needed: bool) -> Iterator["Receiver | None"]:
+    """A real OTLP receiver on loopback for the traced drain (bench.telemetry_overhead's
+    ``otel_on`` points a runner at it); None if no traced drain runs."""
     if not needed:
-        yield {}
+        yield None
         return
     from devtools.otlp_receiver import Receiver
 
     receiver = Receiver().start()
     try:
-        yield {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        }
+        yield receiver
     finally:
         receiver.stop()
 
@@ -204,8 +223,11 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
             peer = importlib.import_module(SYSTEMS[name]).Peer(database.url(), profile)
             peer.setup()
             peers[(name, profile)] = peer
-        with tracing_receiver(bool(traced)) as otel:
-            for metric, details, measure in measurements(sizes):
+        with tracing_receiver(bool(traced)) as receiver:
+            from bench.telemetry_overhead import otel_on
+
+            otel = otel_on(receiver) if receiver else {}
+            for metric, details, measure in measurements(sizes, receiver):
                 for key in traced if metric == TRACED else list(peers):
                     peer = peers[key]
                     peer.reset()

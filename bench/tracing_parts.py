@@ -17,7 +17,7 @@ import statistics
 import sys
 
 from bench.pages import scratch_database
-from bench.pauta_system import TRACING_WITHOUT, Peer
+from bench.pauta_system import TRACING_WITHOUT, Peer, attempts_exported
 from bench.telemetry_overhead import otel_on, set_telemetry
 from devtools.otlp_receiver import Receiver
 
@@ -54,7 +54,9 @@ def main(argv: list[str]) -> int:
                     set_telemetry(None if without is None else otel_on(receiver))
                     peer.runner_environment = {TRACING_WITHOUT: without or ""}
                     peer.reset()
-                    figures[variant].append(peer.drain(args.jobs, 10))
+                    sent = without is not None and not {"export", "spans"} & set(without.split(","))
+                    exported = attempts_exported(receiver, args.jobs) if sent else None
+                    figures[variant].append(peer.drain(args.jobs, 10, exported))
             set_telemetry(None)
     finally:
         receiver.stop()

@@ -2,6 +2,7 @@
 
 import gzip
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,6 +60,7 @@ class Receiver:
     )  # service, name, attrs
     histograms: list["ReceivedHistogram"] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    span_counts: Counter[str] = field(default_factory=Counter)  # spans received, by name
 
     def start(self) -> "Receiver":
         receiver = self
@@ -119,6 +121,7 @@ class Receiver:
                     )
                     with self.lock:
                         self.spans.append(received)
+                        self.span_counts[span.name] += 1
 
     def _take_metrics(self, body: bytes) -> None:
         request = ExportMetricsServiceRequest.FromString(body)

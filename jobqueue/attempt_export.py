@@ -3,11 +3,11 @@
 The SDK's batch processor takes a finished span, and its exporter reads the span's fields
 through ``ReadableSpan``'s properties and encodes it: in a drain of no-op jobs, with the run and
 wait histograms no longer recorded through the SDK, that export was what kept a traced drain at
-half the untraced one's rate (docs/benchmarks.md, "2026-12-03, evening"). This sink keeps the
-deferred spans as they ended and writes each batch with
-:func:`~jobqueue.otlp_encoding.encode_unchanged`, the bytes the processor's exporter would have
-sent for them, through the same OTLP/HTTP exporter class (its endpoint, headers, timeout,
-retries, size limit and self-metrics, from the same ``OTEL_*`` variables).
+half the untraced one's rate (docs/benchmarks.md, "2026-12-03, evening"). This sink encodes
+each deferred span as it ends with :func:`~jobqueue.otlp_encoding.encode_unchanged`, the bytes
+the processor's exporter would have sent for it, and sends them in batches through the same
+OTLP/HTTP exporter class (its endpoint, headers, timeout, retries, size limit and
+self-metrics, from the same ``OTEL_*`` variables).
 
 It batches as the SDK's batch processor does and reads the processor's own variables: a batch
 of ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` spans is sent as soon as it is there, what is left every

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -305,7 +305,10 @@ class PeerBase(ABC):
     def enqueue_bulk(self, n: int, batch: int = 1000) -> float:
         return n / self._enqueue_batches(n, batch)
 
-    def drain(self, n: int, concurrency: int) -> float:
+    def drain(self, n: int, concurrency: int, exported: Callable[[], bool] | None = None) -> float:
+        """Jobs per second from the first handler start until all ``n`` are seen completed
+        and, when ``exported`` is given (a traced drain), until it says the telemetry of every
+        attempt has arrived."""
         self._enqueue_batches(n, DRAIN_INSERT_BATCH)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             # Planner statistics as autovacuum would have them in steady state: right after
@@ -314,6 +317,8 @@ class PeerBase(ABC):
             conn.execute("ANALYZE")
             with self.runner(concurrency, False) as runner:
                 end = self._wait_drained(conn, n, runner)
+                if exported is not None:
+                    end = self._wait_exported(exported, runner)
                 first = runner.first_start()
             completed = self._count_completed(conn)
         if completed != n:
@@ -326,6 +331,15 @@ class PeerBase(ABC):
             runner.check_alive()
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"{self.name}: drain of {n} jobs exceeded {DRAIN_TIMEOUT}s")
+            time.sleep(POLL_INTERVAL)
+        return time.time()
+
+    def _wait_exported(self, exported: Callable[[], bool], runner: RunnerProcess) -> float:
+        deadline = time.perf_counter() + DRAIN_TIMEOUT
+        while not exported():
+            runner.check_alive()
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{self.name}: telemetry not all exported in {DRAIN_TIMEOUT}s")
             time.sleep(POLL_INTERVAL)
         return time.time()
 
