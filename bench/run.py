@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import secrets
+import statistics
 import sys
 import traceback
 from collections import defaultdict
@@ -50,6 +51,7 @@ OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
 PROFILES = ("defaults", "best")
 CONCURRENCY = 10  # jobs handled at once, in every drain and pickup measurement
 TRACED = "drain c=10 traced"
+TRACING_ROUNDS = 2  # untraced and traced drains, alternating, for the tracing ratio
 
 
 @dataclass(frozen=True)
@@ -128,13 +130,31 @@ def measurements(
         return {"jobs_per_s": round(peer.drain(sizes.drain, CONCURRENCY), 1)}
 
     def traced_drain(peer: Any) -> dict[str, Any]:
-        """Until every job is done and every attempt's span has reached the receiver."""
+        """Drains with tracing off and on, alternating, TRACING_ROUNDS times each: a traced one
+        lasts until every job is done and every attempt's span has reached the receiver. Its
+        untraced reference is measured beside it, not minutes earlier with the other figures:
+        this machine's speed moved by up to 1.25x between a run's untraced drain and its
+        traced one (docs/benchmarks.md, "2026-12-03, evening")."""
         if receiver is None:
             raise RuntimeError("the traced drain needs the receiver")
         from bench.pauta_system import attempts_exported
+        from bench.telemetry_overhead import otel_on
 
-        exported = attempts_exported(receiver, sizes.drain)
-        return {"jobs_per_s": round(peer.drain(sizes.drain, CONCURRENCY, exported), 1)}
+        on, off = [], []
+        for _ in range(TRACING_ROUNDS):
+            peer.runner_environment = {}
+            peer.reset()
+            off.append(peer.drain(sizes.drain, CONCURRENCY))
+            peer.runner_environment = otel_on(receiver)
+            peer.reset()
+            exported = attempts_exported(receiver, sizes.drain)
+            on.append(peer.drain(sizes.drain, CONCURRENCY, exported))
+        return {
+            "jobs_per_s": round(statistics.median(on), 1),
+            "untraced_jobs_per_s": round(statistics.median(off), 1),
+            "rounds_on": [round(value, 1) for value in on],
+            "rounds_off": [round(value, 1) for value in off],
+        }
 
     def pickup(peer: Any) -> dict[str, Any]:
         summary = peer.pickup_latency(sizes.pickup, 0.010, CONCURRENCY)
@@ -150,7 +170,7 @@ def measurements(
             {
                 "jobs": sizes.drain,
                 "concurrency": CONCURRENCY,
-                "tracing": "otlp, every span received",
+                "tracing": "otlp, every span received; off and on alternating",
             },
             traced_drain,
         ),
@@ -202,7 +222,7 @@ def tracing_receiver(needed: bool) -> Iterator["Receiver | None"]:
         return
     from devtools.otlp_receiver import Receiver
 
-    receiver = Receiver().start()
+    receiver = Receiver(keep_spans=False).start()  # counts spans by name, keeps none
     try:
         yield receiver
     finally:
@@ -224,14 +244,11 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
             peer.setup()
             peers[(name, profile)] = peer
         with tracing_receiver(bool(traced)) as receiver:
-            from bench.telemetry_overhead import otel_on
-
-            otel = otel_on(receiver) if receiver else {}
             for metric, details, measure in measurements(sizes, receiver):
                 for key in traced if metric == TRACED else list(peers):
                     peer = peers[key]
                     peer.reset()
-                    peer.runner_environment = otel if metric == TRACED else {}
+                    peer.runner_environment = {}
                     record = {
                         **stamp,
                         "system": peer.name,
@@ -280,10 +297,12 @@ def same_settings_twice(
 
 
 def tracing_cost(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
-    """Pauta's drain with tracing on (every attempt exported) over the same drain with it off."""
+    """Pauta's drain with tracing on (every attempt exported) over the same drain with it off,
+    measured beside it (medians of the alternating rounds)."""
     record: dict[str, Any] = {"target": "tracing on/off", "profile": "defaults"}
-    off = results.get(("pauta", "defaults", "drain c=10"), {}).get("jobs_per_s")
-    on = results.get(("pauta", "defaults", TRACED), {}).get("jobs_per_s")
+    traced = results.get(("pauta", "defaults", TRACED), {})
+    off = traced.get("untraced_jobs_per_s")
+    on = traced.get("jobs_per_s")
     if not off or not on:
         return {**record, "verdict": "not measured"}
     ratio = on / off

@@ -61,6 +61,9 @@ class Receiver:
     histograms: list["ReceivedHistogram"] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     span_counts: Counter[str] = field(default_factory=Counter)  # spans received, by name
+    # False: spans are only counted by name (a benchmark's receiver: keeping each span took
+    # 13.9 µs of this process's Python, parsing and counting 0.4, on the machine under test)
+    keep_spans: bool = True
 
     def start(self) -> "Receiver":
         receiver = self
@@ -102,6 +105,16 @@ class Receiver:
 
     def _take_traces(self, body: bytes) -> None:
         request = ExportTraceServiceRequest.FromString(body)
+        if not self.keep_spans:
+            names = Counter(
+                span.name
+                for resource_spans in request.resource_spans
+                for scope_spans in resource_spans.scope_spans
+                for span in scope_spans.spans
+            )
+            with self.lock:
+                self.span_counts.update(names)
+            return
         for resource_spans in request.resource_spans:
             service = _attributes(resource_spans.resource.attributes).get("service.name", "")
             for scope_spans in resource_spans.scope_spans:

@@ -176,7 +176,7 @@ def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_lim
             deferred_span(limited.get_tracer("pauta.jobqueue"), [], sink), AttemptSpan
         )
     finally:
-        sink.exporter.shutdown()
+        sink.shutdown()
 
 
 SCOPE = InstrumentationScope("pauta.jobqueue")
