@@ -100,7 +100,7 @@ class AttemptSpanSink:
         except Exception:  # a span that cannot be encoded must not fail the attempt
             log.exception("could not encode the span of an attempt; it is not exported")
             return
-        if len(spans) >= self.batch_size:
+        if len(spans) == self.batch_size:  # once a batch: the thread sends every full one
             self._wake.set()
 
     def _run(self) -> None:

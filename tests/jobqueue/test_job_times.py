@@ -86,24 +86,19 @@ def _points(reader: InMemoryMetricReader) -> dict[Any, Any]:
     return found
 
 
+@pytest.mark.parametrize(
+    "temporality", [AggregationTemporality.CUMULATIVE, AggregationTemporality.DELTA]
+)
 @settings(max_examples=150, deadline=None)
 @given(first=attempts, second=attempts)
-def test_engine_histograms_read_as_the_sdks_cumulative_ones(first: Any, second: Any) -> None:
-    """kills: job-times-bucket-by-bisect-right, job-times-negative-kept"""
-    readers = Readers(AggregationTemporality.CUMULATIVE)
-    for collection in (first, second):
-        for attempt in collection:
-            readers.record(*attempt)
-        sdk, engine = readers.points()
-        assert engine == sdk
-
-
-@settings(max_examples=150, deadline=None)
-@given(first=attempts, second=attempts)
-def test_engine_histograms_read_as_the_sdks_delta_ones(first: Any, second: Any) -> None:
-    """Each collection holds what came since the one before, and nothing for a series that took
-    no value meanwhile. kills: job-times-delta-not-restarted"""
-    readers = Readers(AggregationTemporality.DELTA)
+def test_engine_histograms_read_as_the_sdks_own(
+    temporality: AggregationTemporality, first: Any, second: Any
+) -> None:
+    """Cumulative, or delta: each collection holds what came since the one before, and nothing
+    for a series that took no value meanwhile.
+    kills: job-times-bucket-by-bisect-right, job-times-negative-kept,
+    job-times-delta-not-restarted"""
+    readers = Readers(temporality)
     for collection in (first, second):
         for attempt in collection:
             readers.record(*attempt)
