@@ -33,7 +33,7 @@ from jobqueue.enqueue import _payload_json, _payloads_json, _prepare
 from jobqueue.execution import run_job
 from jobqueue.queries import all_queries
 from jobqueue.registry import TaskRegistry
-from jobqueue.store import JobStore
+from jobqueue.store import JobStore, batch_params
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
@@ -226,18 +226,7 @@ def bulk_parts(
         )
     for part, values in parts.items():
         emit(out, part, values, batch=batch, rounds=rounds)
-    params = {
-        "tenant_ids": [None] * batch,
-        "queues": ["default"] * batch,
-        "tasks": [TASK] * batch,
-        "payloads": payloads,
-        "priorities": [0] * batch,
-        "max_attempts": [3] * batch,
-        "delays": [0.0] * batch,
-        "run_ats": [None] * batch,
-        "timeouts": [None] * batch,
-        "trace_context": None,
-    }
+    params = batch_params(new_jobs, payloads)
     sql = all_queries()["job_insert_many"].sql
     explained = [explain_triggers(conn, sql, params) for _ in range(5)]
     emit(

@@ -158,21 +158,9 @@ class JobStore:
 
     def insert_jobs(self, jobs: Sequence[NewJob], payloads: str) -> list[int]:
         """Insert jobs in one statement; ``payloads`` is a JSON array, one object per job."""
-        params = {
-            "tenant_ids": [job.tenant_id for job in jobs],
-            "queues": [job.queue for job in jobs],
-            "tasks": [job.task for job in jobs],
-            "payloads": payloads,
-            "priorities": [job.priority for job in jobs],
-            "max_attempts": [job.max_attempts for job in jobs],
-            "delays": [job.delay_seconds for job in jobs],
-            "run_ats": [job.run_at for job in jobs],
-            "timeouts": [job.timeout_seconds for job in jobs],
-            "trace_context": jobs[0].trace_context,  # one enqueue span for the batch
-        }
-        if all(job.unique_key is None for job in jobs):
+        params = batch_params(jobs, payloads)
+        if params["common_unique_key"] is None and not params["unique_keys"]:
             return list(_one(self._execute("job_insert_many", params))[0])
-        params["unique_keys"] = [job.unique_key for job in jobs]
         row = _one(self._execute("job_insert_many_unique", params))
         ids, inserted = list(row[0]), set(row[1])
         if len(inserted) < len(ids):
@@ -539,6 +527,50 @@ class JobStore:
         for queue, state, jobs in self._execute("queue_state_counts", {}):
             counts.setdefault(queue, {})[state] = int(jobs)
         return counts
+
+
+def batch_params(jobs: Sequence[NewJob], payloads: str) -> dict[str, Any]:
+    """job_insert_many's parameters for ``jobs`` (``payloads``: their JSON array)."""
+    # one enqueue span for the batch: its context is the first job's
+    params: dict[str, Any] = {"payloads": payloads, "trace_context": jobs[0].trace_context}
+    for column, values in (
+        ("tenant_id", [job.tenant_id for job in jobs]),
+        ("queue", [job.queue for job in jobs]),
+        ("task", [job.task for job in jobs]),
+        ("priority", [job.priority for job in jobs]),
+        ("max_attempts", [job.max_attempts for job in jobs]),
+        ("delay", [job.delay_seconds for job in jobs]),
+        ("run_at", [job.run_at for job in jobs]),
+        ("timeout", [job.timeout_seconds for job in jobs]),
+        ("unique_key", [job.unique_key for job in jobs]),
+    ):
+        params[f"common_{column}"], params[_ARRAYS[column]] = _batch_column(values)
+    return params
+
+
+# job_insert_many's array parameter of each batch column
+_ARRAYS = {
+    "tenant_id": "tenant_ids",
+    "queue": "queues",
+    "task": "tasks",
+    "priority": "priorities",
+    "max_attempts": "max_attempts",
+    "delay": "delays",
+    "run_at": "run_ats",
+    "timeout": "timeouts",
+    "unique_key": "unique_keys",
+}
+
+
+def _batch_column(values: list[Any]) -> tuple[Any, list[Any]]:
+    """A column of a batch as job_insert_many takes it: the value every row has and an empty
+    array, or None and every row's value. Most batches have one queue, task, priority and tenant:
+    a value sent once is not dumped a thousand times by psycopg, nor unnested by the server (a
+    1,000-job statement about 30% cheaper, docs/benchmarks.md)."""
+    first = values[0]
+    if values.count(first) == len(values):
+        return first, []
+    return None, values
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:

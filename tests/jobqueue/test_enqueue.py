@@ -5,11 +5,15 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from app import sqlalchemy_url
 from jobqueue import EnqueueError, JobRequest, PayloadTooLarge, enqueue, enqueue_many
+from jobqueue.backoff import DEFAULT_MAX_ATTEMPTS
+from jobqueue.registry import DEFAULT_QUEUE
 from tests.support.db import job_row, scalar
 
 Conn = psycopg.Connection[Any]
@@ -188,3 +192,92 @@ def test_unknown_tenant_is_refused_by_the_tenant_check(conn: Conn) -> None:
     with pytest.raises(psycopg.errors.ForeignKeyViolation, match="there is no tenant 999998"):
         enqueue_many(conn, requests)
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+AT = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+# (delay, run_at): neither, a delay, a time
+WHENS = [(None, None), (30.0, None), (None, AT)]
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Requests as keyword arguments, ``tenant`` an index into the test's tenants; from small
+    pools, so that a batch's column is often one value for every request and often not."""
+
+    def request() -> dict[str, Any]:
+        delay, run_at = draw(st.sampled_from(WHENS))
+        return {
+            "task": draw(st.sampled_from(["noop", "sleep"])),
+            "queue": draw(st.sampled_from([None, "a", "b"])),
+            "priority": draw(st.sampled_from([0, 3, -2])),
+            "max_attempts": draw(st.sampled_from([None, 1, 7])),
+            "tenant": draw(st.sampled_from([None, 0, 1])),
+            "delay": delay,
+            "run_at": run_at,
+            "timeout": draw(st.sampled_from([None, 2.5])),
+            "unique_key": draw(st.sampled_from([None, None, "k1", "k2"])),
+        }
+
+    first = request()
+    if draw(st.booleans()):  # the same request again and again: every column is one value
+        return [dict(first) for _ in range(draw(st.integers(1, 6)))]
+    return [first, *(request() for _ in range(draw(st.integers(0, 7))))]
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches())
+def test_every_bulk_enqueued_row_holds_what_its_request_asked(
+    conn: Conn, batch: list[dict[str, Any]]
+) -> None:
+    """enqueue_many sends a column that is one value for the whole batch once, any other as an
+    array (JobStore.insert_jobs): each job's row holds its own request's values either way, and a
+    request whose unique key an earlier one of the batch holds is answered with that job's id."""
+    with conn.transaction(force_rollback=True):
+        tenants = [
+            scalar(conn, "INSERT INTO tenants (slug, name) VALUES (%s, %s) RETURNING id", s, s)
+            for s in ("tenant-a", "tenant-b")
+        ]
+        system = scalar(conn, "SELECT id FROM tenants WHERE slug = 'system'")
+        requests = [
+            JobRequest(
+                r["task"],
+                {"position": position},
+                queue=r["queue"],
+                delay=r["delay"],
+                run_at=r["run_at"],
+                priority=r["priority"],
+                max_attempts=r["max_attempts"],
+                unique_key=r["unique_key"],
+                tenant_id=None if r["tenant"] is None else tenants[r["tenant"]],
+                timeout=r["timeout"],
+            )
+            for position, r in enumerate(batch)
+        ]
+        ids = enqueue_many(conn, requests)
+        holders: dict[tuple[int, str], int] = {}
+        for position, (request, job_id) in enumerate(zip(requests, ids, strict=True)):
+            tenant = system if request.tenant_id is None else request.tenant_id
+            if request.unique_key is not None:
+                holder = holders.setdefault((tenant, request.unique_key), position)
+                if holder != position:
+                    assert job_id == ids[holder]
+                    continue
+            row = job_row(conn, job_id)
+            assert row["payload"] == {"position": position}
+            assert row["tenant_id"] == tenant
+            assert row["task"] == request.task
+            assert row["queue"] == (request.queue or DEFAULT_QUEUE)  # the two tasks name none
+            assert row["priority"] == request.priority
+            assert row["max_attempts"] == (request.max_attempts or DEFAULT_MAX_ATTEMPTS)
+            assert row["timeout_seconds"] == request.timeout
+            assert row["unique_key"] == request.unique_key
+            if request.run_at is not None:
+                assert row["available_at"] == request.run_at
+            else:
+                waits = (row["available_at"] - row["created_at"]).total_seconds()
+                assert waits == (request.delay or 0.0)
+        assert scalar(conn, "SELECT count(*) FROM jobs") == len(requests) - (
+            sum(1 for r in requests if r.unique_key is not None) - len(holders)
+        )

@@ -4,8 +4,10 @@ once per statement (bench/profile_breakdown.py measures what each part costs).""
 from typing import Any
 
 import psycopg
+import pytest
 
 from jobqueue import JobStore
+from jobqueue.store import NewJob, batch_params
 
 Conn = psycopg.Connection[Any]
 
@@ -41,22 +43,30 @@ def triggers(plan: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def test_a_batch_insert_looks_the_system_tenant_up_once_and_wakes_workers_once(conn: Conn) -> None:
+@pytest.mark.parametrize("mixed", [False, True], ids=["one of each column", "columns that vary"])
+def test_a_batch_insert_looks_the_system_tenant_up_once_and_wakes_workers_once(
+    conn: Conn, mixed: bool
+) -> None:
     """job_insert_many: the system tenant's id is an InitPlan (evaluated once, not per row), and
     the insert trigger runs once for the statement, and with it the tenant check: no trigger
-    runs per row (the tenant foreign key did, until 0021_tenant_check)."""
-    params = {
-        "tenant_ids": [None] * BATCH,
-        "queues": ["default"] * BATCH,
-        "tasks": ["noop"] * BATCH,
-        "payloads": "[" + ",".join(['{"n": 1}'] * BATCH) + "]",
-        "priorities": [0] * BATCH,
-        "max_attempts": [3] * BATCH,
-        "delays": [0.0] * BATCH,
-        "run_ats": [None] * BATCH,
-        "timeouts": [None] * BATCH,
-        "trace_context": None,
-    }
+    runs per row (the tenant foreign key did, until 0021_tenant_check). The same whether a
+    column comes as the batch's one value or as an array (JobStore.insert_jobs). The rows go
+    straight to jobs_live: no routing through the parent."""
+    jobs = [
+        NewJob(
+            task="noop",
+            queue=f"q{n % 3}" if mixed else "default",
+            tenant_id=None,
+            priority=n % 5 if mixed else 0,
+            max_attempts=3,
+            delay_seconds=float(n % 2) if mixed else 0.0,
+            run_at=None,
+            unique_key=None,
+        )
+        for n in range(BATCH)
+    ]
+    params = batch_params(jobs, "[" + ",".join(['{"n": 1}'] * BATCH) + "]")
+    assert bool(params["queues"]) is mixed and bool(params["priorities"]) is mixed
     plan = explain(conn, "job_insert_many", params)
     every = nodes(plan["Plan"])
     tenant_lookups = [n for n in every if n.get("Relation Name") == "tenants"]
@@ -65,6 +75,8 @@ def test_a_batch_insert_looks_the_system_tenant_up_once_and_wakes_workers_once(c
         assert lookup["Actual Loops"] == 1, plan
     assert not [n for n in every if n.get("Parent Relationship") == "SubPlan"], plan
     assert triggers(plan) == {"jobs_after_insert": 1}, plan
+    [insert] = [n for n in every if n["Node Type"] == "ModifyTable"]
+    assert insert["Relation Name"] == "jobs_live", plan
 
 
 def test_a_single_insert_runs_one_trigger_call_and_one_tenant_check(conn: Conn) -> None:
