@@ -10,7 +10,9 @@ affects every system alike.
 Prints one JSON line per measurement, then the like-for-like ratios: Pauta's defaults against
 the peers' defaults, Pauta's best against the peers' best (never one against the other), each
 against the goal of issue 16 where one is set, then tracing on/off and the supervisor's and the
-claim variants' costs.
+claim variants' costs. The opt-in relaxed commit's row (RELAXED) is
+measured for the best profiles only and compared with both the peers' durable and relaxed
+figures; it is not one of issue 16's figures.
 
     python -m bench.run [--dsn URL] [--small] [--systems pauta,pgqueuer:best,...] [--label A]
     python -m bench.run --spread FILE.jsonl   # min/max of each ratio over the runs in FILE
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from devtools.database import database_url
@@ -51,6 +54,10 @@ OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
 PROFILES = ("defaults", "best")
 CONCURRENCY = 10  # jobs handled at once, in every drain and pickup measurement
 TRACED = "drain c=10 traced"
+# issue 16 allows a faster mode that relaxes durability only as an opt-in, in its own row: a
+# single enqueue whose commit does not wait for the WAL flush (synchronous_commit off, which
+# the enqueuing transaction sets; docs/how-to/relaxed-commit.md), Pauta's and the peers' best
+RELAXED = "enqueue_single relaxed"
 TRACING_ROUNDS = 2  # untraced and traced drains, alternating, for the tracing ratio
 
 
@@ -156,6 +163,10 @@ def measurements(
             "rounds_off": [round(value, 1) for value in off],
         }
 
+    def single_relaxed(peer: Any) -> dict[str, Any]:
+        with relaxed_commit(peer.dsn):
+            return single(peer)
+
     def pickup(peer: Any) -> dict[str, Any]:
         summary = peer.pickup_latency(sizes.pickup, 0.010, CONCURRENCY)
         return {f"{key}_ms": round(value, 2) for key, value in summary.items()}
@@ -174,7 +185,25 @@ def measurements(
             },
             traced_drain,
         ),
+        (
+            RELAXED,
+            {"jobs": sizes.single, "synchronous_commit": "off (opt-in)"},
+            single_relaxed,
+        ),
     ]
+
+
+@contextmanager
+def relaxed_commit(dsn: str) -> Iterator[None]:
+    """Every new session of ``dsn``'s database commits without waiting for the WAL flush, for
+    any driver (the peers' own): ALTER DATABASE ... SET, reset afterwards."""
+    name = sql.Identifier(make_url(dsn).database or "")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(name))
+        try:
+            yield
+        finally:
+            conn.execute(sql.SQL("ALTER DATABASE {} RESET synchronous_commit").format(name))
 
 
 def entries(spec: str) -> list[tuple[str, str]]:
@@ -245,7 +274,7 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
             peers[(name, profile)] = peer
         with tracing_receiver(bool(traced)) as receiver:
             for metric, details, measure in measurements(sizes, receiver):
-                for key in traced if metric == TRACED else list(peers):
+                for key in selected(metric, list(peers), traced):
                     peer = peers[key]
                     peer.reset()
                     peer.runner_environment = {}
@@ -273,12 +302,49 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
         for target in TARGETS:
             emit({**stamp, **compare(target, profile, results, peer_names)})
     emit({**stamp, **tracing_cost(results)})
+    emit({**stamp, **relaxed_enqueue(results, peer_names)})
     for target in TARGETS:
         emit({**stamp, **same_settings_twice(target, results)})
     emit({**stamp, **overhead("pauta-supervisor", "pauta", "drain c=10", results)})
     for variant in ("pauta", "pauta-limited"):
         emit({**stamp, **overhead(variant, "pauta-fifo", "drain c=10", results)})
     return 0
+
+
+def selected(
+    metric: str, peers: list[tuple[str, str]], traced: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Who a metric measures: the traced drain Pauta's defaults, the relaxed enqueue the best
+    profiles of Pauta and the peers, every other metric everyone."""
+    if metric == TRACED:
+        return traced
+    if metric == RELAXED:
+        return [key for key in peers if key[1] == "best" and key[0] not in OURS[1:]]
+    return peers
+
+
+def relaxed_enqueue(
+    results: dict[tuple[str, str, str], dict[str, Any]], peers: list[str]
+) -> dict[str, Any]:
+    """Pauta's single enqueue with the opt-in relaxed commit, against its durable one and the
+    best peer's, durable (issue 16's figure) and relaxed alike."""
+    record: dict[str, Any] = {"opt_in": RELAXED, "profile": "best", "field": "jobs_per_s"}
+    relaxed = results.get(("pauta", "best", RELAXED), {}).get("jobs_per_s")
+    durable = results.get(("pauta", "best", "enqueue_single"), {}).get("jobs_per_s")
+    if not relaxed or not durable:
+        return {**record, "verdict": "not measured"}
+    record.update(pauta=relaxed, pauta_durable=durable, over_durable=round(relaxed / durable, 2))
+    for figure, metric in (("durable", "enqueue_single"), ("relaxed", RELAXED)):
+        theirs = {
+            name: results[(name, "best", metric)]["jobs_per_s"]
+            for name in peers
+            if (name, "best", metric) in results
+        }
+        if theirs:
+            best_peer = max(theirs, key=lambda name: theirs[name])
+            record[f"over_best_peer_{figure}"] = round(relaxed / theirs[best_peer], 2)
+            record[f"best_peer_{figure}"] = f"{best_peer} {theirs[best_peer]}"
+    return record
 
 
 def same_settings_twice(

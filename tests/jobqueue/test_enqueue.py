@@ -175,6 +175,30 @@ def test_one_bad_request_refuses_the_whole_batch(conn: Conn) -> None:
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 
+@pytest.mark.parametrize(
+    ("good", "bad", "message"),
+    [
+        ({"priority": 1}, {"priority": True}, "priority must be a whole number"),
+        ({"max_attempts": 1}, {"max_attempts": True}, "max_attempts must be between"),
+        ({"tenant_id": 1}, {"tenant_id": True}, "tenant_id must be a tenant's id"),
+        ({"delay": 1}, {"delay": True}, "delay must be a number of seconds"),
+        ({"timeout": 1}, {"timeout": True}, "timeout must be a number of seconds"),
+        ({"unique_key": "k"}, {"unique_key": ["k"]}, "unique_key must be text, not list"),
+        ({"queue": "a"}, {"queue": ["a"]}, "queue name \\['a'\\] is invalid"),
+    ],
+)
+def test_a_bad_request_is_refused_after_a_good_one_equal_to_it(
+    conn: Conn, good: dict[str, Any], bad: dict[str, Any], message: str
+) -> None:
+    """A batch checks a request once for the requests alike to it (enqueue._prepare_all):
+    ``True == 1`` and hashes alike, yet a priority of True is refused where 1 is not, and an
+    unhashable value is refused with its sentence, not a TypeError."""
+    requests = [JobRequest("noop", {"n": 1}, **good), JobRequest("noop", {"n": 2}, **bad)]
+    with pytest.raises(EnqueueError, match=message):
+        enqueue_many(conn, requests)
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
 def test_text_that_only_looks_like_a_nul_escape_is_stored_as_given(conn: Conn) -> None:
     """A literal backslash followed by "u0000" is ordinary text; only a real NUL is refused."""
     job_id = enqueue(conn, "noop", {"text": "\\u0000 and \U0001f600"})
