@@ -16,8 +16,10 @@ median of the rounds, and every round's figure):
 - ``tenant_check``: what the tenant check costs per row of 1,000-job ``job_insert_many`` calls:
   once per statement (0021_tenant_check), the foreign key it replaced (row by row), and no
   check at all (the floor; not a mode Pauta offers);
-- ``insert_trigger``: what ``jobs_after_insert()`` costs a one-job and a 1,000-job insert: its
-  work in one statement (0022_insert_trigger), one statement per step (0021), and nothing;
+- ``insert_trigger``: what ``jobs_after_insert()`` costs a one-job and a 1,000-job insert: a
+  pass per tenant and queue (0023_insert_trigger_passes), its work in one statement
+  (0022_insert_trigger), one statement per step (0021), and nothing; the 1,000 jobs of one
+  tenant and queue, and of 50 tenants;
 - ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over: the claim planned
   afresh at every call or its generic plan reused, with the tenant's foreign key or without;
 - ``finish``: ``job_finish`` of batches of 1, 5 and 50 results (each batch claimed first on
@@ -40,6 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -210,11 +213,13 @@ $$;
 
 def insert_trigger(url: str, jobs: int, rounds: int, out: Any) -> None:
     """What ``jobs_after_insert()`` costs a one-job enqueue (one transaction each, as
-    bench.pauta_system's single enqueue) and a 1,000-job one: its work in one statement
-    (0022), one statement per step (0021), and a function that does nothing (the floor; not a
-    mode Pauta offers: no tenant check, no queue row, no wake-up). Each is put in place with
-    CREATE OR REPLACE, alternating round by round; 0022's is put back at the end."""
+    bench.pauta_system's single enqueue) and a 1,000-job one, of one tenant or of 50: a pass
+    per tenant and queue (0023), its work in one statement (0022), one statement per step
+    (0021), and a function that does nothing (the floor; not a mode Pauta offers: no tenant
+    check, no queue row, no wake-up). Each is put in place with CREATE OR REPLACE, alternating
+    round by round; 0023's is put back at the end."""
     functions = {
+        "a pass per tenant and queue (0023)": _migration("0023_insert_trigger_passes").AFTER_INSERT,
         "one statement (0022)": _migration("0022_insert_trigger").AFTER_INSERT,
         "one statement per step (0021)": _migration("0021_tenant_check").AFTER_INSERT,
         "does nothing (floor)": NO_TRIGGER_WORK,
@@ -227,6 +232,15 @@ def insert_trigger(url: str, jobs: int, rounds: int, out: Any) -> None:
     figures: dict[tuple[str, str], list[float]] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         store = JobStore(conn)
+        tenants = [
+            conn.execute(
+                "INSERT INTO tenants (slug, name) VALUES (%s, %s) RETURNING id", (slug, slug)
+            ).fetchone()[0]  # type: ignore[index]
+            for slug in (f"bench-tenant-{n}" for n in range(50))
+        ]
+        spread = [
+            replace(job, tenant_id=tenants[n % len(tenants)]) for n, job in enumerate(new_jobs)
+        ]
         try:
             for _ in range(rounds):
                 for name, function in functions.items():
@@ -239,10 +253,13 @@ def insert_trigger(url: str, jobs: int, rounds: int, out: Any) -> None:
                     figures.setdefault((name, "1000"), []).append(
                         rate(lambda: store.insert_jobs(new_jobs, array), jobs, 1000)
                     )
+                    figures.setdefault((name, "1000 of 50 tenants"), []).append(
+                        rate(lambda: store.insert_jobs(spread, array), jobs, 1000)
+                    )
         finally:
-            conn.execute(functions["one statement (0022)"])
+            conn.execute(functions["a pass per tenant and queue (0023)"])
     for (name, size), values in figures.items():
-        emit(out, _record("insert_trigger", name, values, batch=int(size)))
+        emit(out, _record("insert_trigger", name, values, batch=size))
 
 
 def _migration(name: str) -> Any:

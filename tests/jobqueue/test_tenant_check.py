@@ -1,5 +1,5 @@
 """The tenant of a job, checked once per statement (migrations 0021_tenant_check and
-0022_insert_trigger): what the
+0023_insert_trigger_passes): what the
 foreign key guaranteed, row by row, still holds: a job's tenant exists when the job commits,
 and a tenant goes only when no job references it, whatever runs at the same time."""
 
@@ -55,7 +55,7 @@ def test_a_statement_of_several_tenants_and_queues_is_checked_as_a_whole(
 ) -> None:
     """Each tenant counts once however many queues its jobs go to; one missing tenant among
     them refuses the statement, naming it, and leaves no job, queue row or wake-up behind.
-    kills: insert-trigger-counts-pairs, tenant-check-never-refuses"""
+    kills: insert-trigger-first-pair-only, tenant-check-never-refuses"""
     acme, other = new_tenant(conn, "acme"), new_tenant(conn, "other")
     requests = [
         JobRequest("noop", tenant_id=tenant, queue=queue)
