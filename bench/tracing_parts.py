@@ -35,9 +35,18 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_parts", description=__doc__)
     parser.add_argument("--jobs", type=int, default=40_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="which, comma-separated (default: all; off, the reference, always)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.rounds < 1:
         parser.error("--jobs and --rounds take a whole number of at least 1")
+    named = [variant.strip() for variant in args.variants.split(",") if variant.strip()]
+    chosen = ["off", *(variant for variant in named if variant != "off")]  # the reference
+    if unknown := [variant for variant in named if variant not in VARIANTS]:
+        parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     server = os.environ.get("DATABASE_URL")
     if not server:
         print("set DATABASE_URL to a PostgreSQL server the bench may create databases on",
@@ -48,9 +57,10 @@ def main(argv: list[str]) -> int:
         with scratch_database(server) as url:
             peer = Peer(url)
             peer.setup()
-            figures: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+            figures: dict[str, list[float]] = {variant: [] for variant in chosen}
             for _ in range(args.rounds):
-                for variant, without in VARIANTS.items():
+                for variant in chosen:
+                    without = VARIANTS[variant]
                     set_telemetry(None if without is None else otel_on(receiver))
                     peer.runner_environment = {TRACING_WITHOUT: without or ""}
                     peer.reset()

@@ -192,7 +192,8 @@ def test_a_bad_request_is_refused_after_a_good_one_equal_to_it(
 ) -> None:
     """A batch checks a request once for the requests alike to it (enqueue._prepare_all):
     ``True == 1`` and hashes alike, yet a priority of True is refused where 1 is not, and an
-    unhashable value is refused with its sentence, not a TypeError."""
+    unhashable value is refused with its sentence, not a TypeError.
+    kills: bulk-alike-ignores-types"""
     requests = [JobRequest("noop", {"n": 1}, **good), JobRequest("noop", {"n": 2}, **bad)]
     with pytest.raises(EnqueueError, match=message):
         enqueue_many(conn, requests)
@@ -257,7 +258,8 @@ def test_every_bulk_enqueued_row_holds_what_its_request_asked(
 ) -> None:
     """enqueue_many sends a column that is one value for the whole batch once, any other as an
     array (JobStore.insert_jobs): each job's row holds its own request's values either way, and a
-    request whose unique key an earlier one of the batch holds is answered with that job's id."""
+    request whose unique key an earlier one of the batch holds is answered with that job's id.
+    kills: bulk-common-value-from-the-ends, bulk-common-value-ignored"""
     with conn.transaction(force_rollback=True):
         tenants = [
             scalar(conn, "INSERT INTO tenants (slug, name) VALUES (%s, %s) RETURNING id", s, s)
