@@ -10,7 +10,6 @@ runs. Settings come from pauta.toml (``--config`` or PAUTA_CONFIG) and the comma
 wins; see docs/reference/settings.md.
 """
 
-import gc
 import json
 import logging
 import os
@@ -116,7 +115,7 @@ def run_runner(settings: WorkerSettings, parent_id: int | None, parent: int | No
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # settings are read at start only
     if parent is not None:
         die_with_parent()
-    gc.set_threshold(settings.gc_threshold, *gc.get_threshold()[1:])
+    settings.configure_interpreter()
 
     runner = Runner(settings, parent_id=parent_id)
     runner.start()

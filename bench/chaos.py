@@ -227,7 +227,14 @@ class Injector:
         return kinds
 
     def inject(self, kind: str) -> None:
-        fault = Fault(kind, "", time.monotonic(), succeeded_before=succeeded(self.url) or 0)
+        """Inject one fault of ``kind``, unless every job has succeeded since the drive looked: a
+        fault then would hit a fleet with nothing left to do, and no later success could show
+        it recovered (a CI run lost that race on 2026-12-03: its last fault "never" recovered,
+        every job done, nothing lost)."""
+        done = succeeded(self.url)
+        if done is not None and done >= self.settings.jobs:
+            return
+        fault = Fault(kind, "", time.monotonic(), succeeded_before=done or 0)
         getattr(self, kind)(fault)
         with self._lock:
             self.interrupted.update(fault.victims)

@@ -1,14 +1,17 @@
 """Pauta measured with the same protocol as the peers (bench/peers/_common.py).
 
-The runner is the one `worker.py --single` runs (jobqueue.runner.Runner), with the benchmark's
-concurrency as the queue's thread count (jobs handled at once) and its adaptive prefetch left
-on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``, which is empty: the
-one throughput knob the worker reference offers for short jobs, ``prefetch`` (at most 50 by
-default, adapted below that), did not measurably help at 200 in two trials of `make bench`
-on the shared machine on 2026-12-01 (1,559 vs 910 jobs/s, then 989 vs 1,549: noise), so
-Pauta's best tuning is its defaults, and the two profiles measure the same runner twice in
-each run, which shows the run's own noise. Enqueue goes through `enqueue` and `enqueue_many` on
-an autocommit connection, so each single enqueue is its own transaction.
+The runner is the one `worker.py --single` runs (jobqueue.runner.Runner), in an interpreter
+set up as worker.py sets its own (WorkerSettings.configure_interpreter: the collector's
+threshold; until 2026-12-03, late evening, the bench's runner kept Python's 700), with the
+benchmark's concurrency as the queue's thread count (jobs handled at once) and its adaptive
+prefetch left on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``,
+which is empty: the one throughput knob the worker reference offers for short jobs,
+``prefetch`` (at most 50 by default, adapted below that), did not measurably help at 200 in
+two trials of `make bench` on the shared machine on 2026-12-01 (1,559 vs 910 jobs/s, then 989
+vs 1,549: noise), so Pauta's best tuning is its defaults, and the two profiles measure the
+same runner twice in each run, which shows the run's own noise. Enqueue goes through
+`enqueue` and `enqueue_many` on an autocommit connection, so each single enqueue is its own
+transaction.
 The handler records its start in the events file named by BENCH_EVENTS (set by the runner
 process), so it works in any process that imports this module as a task module.
 """
@@ -158,9 +161,11 @@ def run_runner(**settings: Any) -> None:
     telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
     switch_off_tracing_parts(os.environ.get(TRACING_WITHOUT, ""))
     tuning = {**(BEST if args.profile == "best" else {}), **settings}
-    runner = Runner(
-        WorkerSettings(database_url=args.dsn, queues={"default": args.concurrency}, **tuning)
+    worker_settings = WorkerSettings(
+        database_url=args.dsn, queues={"default": args.concurrency}, **tuning
     )
+    worker_settings.configure_interpreter()  # as worker.py's runner process does
+    runner = Runner(worker_settings)
     runner.start()
     signal.sigwait({signal.SIGTERM})
     runner.stop()

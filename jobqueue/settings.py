@@ -2,6 +2,7 @@
 wins), and validated once at start. docs/reference/settings.md describes each one."""
 
 import argparse
+import gc
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,12 @@ class WorkerSettings:
     listen_url: str = ""  # where to LISTEN; empty: DATABASE_URL, or polling behind a pooler
     prepare_threshold: str = "auto"  # "auto", "off", or the run after which psycopg prepares
     gc_threshold: int = DEFAULT_GC_THRESHOLD  # the interpreter's first collector threshold
+
+    def configure_interpreter(self) -> None:
+        """What a worker process sets for its whole interpreter, before its runner starts (the
+        engine's Runner does not: it may share a process with other code): the collector's
+        first threshold."""
+        gc.set_threshold(self.gc_threshold, *gc.get_threshold()[1:])
 
     def __post_init__(self) -> None:
         if not self.database_url:
