@@ -10,9 +10,9 @@ affects every system alike.
 Prints one JSON line per measurement, then the like-for-like ratios: Pauta's defaults against
 the peers' defaults, Pauta's best against the peers' best (never one against the other), each
 against the goal of issue 16 where one is set, then tracing on/off and the supervisor's and the
-claim variants' costs. The opt-in relaxed commit's row (RELAXED) is
-measured for the best profiles only and compared with both the peers' durable and relaxed
-figures; it is not one of issue 16's figures.
+claim variants' costs. The opt-in relaxed commit's row (RELAXED) is measured for the best
+profiles only and compared with both the peers' durable and relaxed figures; it is not one of
+issue 16's figures.
 
     python -m bench.run [--dsn URL] [--small] [--systems pauta,pgqueuer:best,...] [--label A]
     python -m bench.run --spread FILE.jsonl   # min/max of each ratio over the runs in FILE
@@ -56,7 +56,8 @@ CONCURRENCY = 10  # jobs handled at once, in every drain and pickup measurement
 TRACED = "drain c=10 traced"
 # issue 16 allows a faster mode that relaxes durability only as an opt-in, in its own row: a
 # single enqueue whose commit does not wait for the WAL flush (synchronous_commit off, which
-# the enqueuing transaction sets; docs/how-to/relaxed-commit.md), Pauta's and the peers' best
+# the enqueuing transaction sets; docs/howto/relax-the-enqueue-commit.md), Pauta's and the
+# peers' best profiles
 RELAXED = "enqueue_single relaxed"
 TRACING_ROUNDS = 2  # untraced and traced drains, alternating, for the tracing ratio
 ENQUEUE_ROUNDS = 3  # single and bulk enqueue: the median of this many, the peers taking turns
@@ -353,7 +354,9 @@ def selected(
     if metric == TRACED:
         return traced
     if metric == RELAXED:
-        return [key for key in peers if key[1] == "best" and key[0] not in OURS[1:]]
+        return [
+            key for key in peers if key[1] == "best" and (key[0] == "pauta" or key[0] not in OURS)
+        ]
     return peers
 
 
