@@ -48,9 +48,14 @@ SYSTEMS = {
     "pgqueuer": "bench.peers.pgqueuer_peer",
     "procrastinate": "bench.peers.procrastinate_peer",
     "awa": "bench.peers.awa_peer",
+    "floor": "bench.floor_system",
 }
-DEFAULT_SYSTEMS = "pauta,pauta-supervisor,pgqueuer,procrastinate,awa"
+DEFAULT_SYSTEMS = "pauta,pauta-supervisor,pgqueuer,procrastinate,awa,floor"
 OURS = ("pauta", "pauta-supervisor", "pauta-fifo", "pauta-limited")
+# The least a queue on psycopg can do (bench/floor_system.py): never a peer, measured only for
+# these figures, and set beside each of them against the best peer and Pauta.
+FLOOR = "floor"
+FLOOR_METRICS = ("enqueue_single", "enqueue_bulk", "pickup_latency")
 PROFILES = ("defaults", "best")
 CONCURRENCY = 10  # jobs handled at once, in every drain and pickup measurement
 TRACED = "drain c=10 traced"
@@ -284,10 +289,13 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
     finally:
         for database in databases:
             database.drop()
-    peer_names = sorted({name for name, _ in chosen if name not in OURS})
+    peer_names = sorted({name for name, _ in chosen if name not in (*OURS, FLOOR)})
     for profile in PROFILES:
         for target in TARGETS:
             emit({**stamp, **compare(target, profile, results, peer_names)})
+    for target in TARGETS:
+        if target.metric in FLOOR_METRICS:
+            emit({**stamp, **against_floor(target, results, peer_names)})
     emit({**stamp, **tracing_cost(results)})
     emit({**stamp, **relaxed_enqueue(results, peer_names)})
     for target in TARGETS:
@@ -350,9 +358,12 @@ def selected(
     metric: str, peers: list[tuple[str, str]], traced: list[tuple[str, str]]
 ) -> list[tuple[str, str]]:
     """Who a metric measures: the traced drain Pauta's defaults, the relaxed enqueue the best
-    profiles of Pauta and the peers, every other metric everyone."""
+    profiles of Pauta and the peers, the floor its FLOOR_METRICS, every other metric everyone
+    else."""
     if metric == TRACED:
         return traced
+    if metric not in FLOOR_METRICS:
+        peers = [key for key in peers if key[0] != FLOOR]
     if metric == RELAXED:
         return [
             key for key in peers if key[1] == "best" and (key[0] == "pauta" or key[0] not in OURS)
@@ -382,6 +393,44 @@ def relaxed_enqueue(
             record[f"over_best_peer_{figure}"] = round(relaxed / theirs[best_peer], 2)
             record[f"best_peer_{figure}"] = f"{best_peer} {theirs[best_peer]}"
     return record
+
+
+def against_floor(
+    target: Target, results: dict[tuple[str, str, str], dict[str, Any]], peers: list[str]
+) -> dict[str, Any]:
+    """The floor's figure (bench/floor_system.py) against the best peer's, as Pauta's is in
+    ``compare`` (best profiles), with issue 16's goal: where the floor misses it, no queue on
+    psycopg meets it on this machine. And Pauta's figure as a share of the floor's (1.0: Pauta
+    does its job's work for nothing more than the floor's bare row)."""
+    record: dict[str, Any] = {"floor": target.metric, "profile": "best", "field": target.field}
+    floor = results.get((FLOOR, "best", target.metric), {}).get(target.field)
+    ours = results.get(("pauta", "best", target.metric), {}).get(target.field)
+    theirs = {
+        name: results[(name, "best", target.metric)][target.field]
+        for name in peers
+        if (name, "best", target.metric) in results
+    }
+    if not floor or not ours or not theirs:
+        return {**record, "verdict": "not measured"}
+    pick = max if target.higher_is_better else min
+    best_peer = pick(theirs, key=lambda name: theirs[name])
+    if target.higher_is_better:
+        ratio, share = floor / theirs[best_peer], ours / floor
+    else:
+        ratio, share = theirs[best_peer] / floor, floor / ours
+    meets = ratio >= target.ratio and (target.absolute is None or floor < target.absolute)
+    goal = f">= {target.ratio}x" + (f" and < {target.absolute}" if target.absolute else "")
+    return {
+        **record,
+        "floor_value": floor,
+        "best_peer": best_peer,
+        "best_peer_value": theirs[best_peer],
+        "floor_over_best_peer": round(ratio, 2),
+        "goal": goal,
+        "floor_meets_goal": meets,
+        "pauta": ours,
+        "pauta_share_of_floor": round(share, 2),
+    }
 
 
 def same_settings_twice(
