@@ -289,7 +289,7 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
     finally:
         for database in databases:
             database.drop()
-    peer_names = sorted({name for name, _ in chosen if name not in (*OURS, FLOOR)})
+    peer_names = peers_of(chosen)
     for profile in PROFILES:
         for target in TARGETS:
             emit({**stamp, **compare(target, profile, results, peer_names)})
@@ -304,6 +304,11 @@ def run(server_url: str, chosen: list[tuple[str, str]], sizes: Sizes, label: str
     for variant in ("pauta", "pauta-limited"):
         emit({**stamp, **overhead(variant, "pauta-fifo", "drain c=10", results)})
     return 0
+
+
+def peers_of(chosen: list[tuple[str, str]]) -> list[str]:
+    """The peers among the chosen systems: neither Pauta's variants nor the floor."""
+    return sorted({name for name, _ in chosen if name not in (*OURS, FLOOR)})
 
 
 def header(peer: Any, key: tuple[str, str], metric: str, stamp: dict[str, str]) -> dict[str, Any]:
