@@ -14,7 +14,8 @@ job (at most once): less than any of the systems does for a job.
 
 So each of its figures bounds the systems' from above (enqueue) or below (pickup) on this
 machine and this driver: where the floor itself does not reach one of issue 16's goals against
-the best peer, no queue on psycopg reaches it here, and neither can Pauta. bench.run measures it
+the best peer, a queue on psycopg would have to do less for a job than this to reach it here,
+and Pauta does more. bench.run measures it
 for the single and bulk enqueue and the pickup latency only (``FLOOR_METRICS``), compares it
 with the best peer, and reports Pauta's share of it; it is never counted as a peer.
 """
