@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from bench.peers._common import EnqueueRun, Pacer, PeerBase, parse_runner_args
+from bench.peers._common import EnqueueRun, PeerBase, enqueue_each_paced, parse_runner_args
 
 CHANNEL = "floor_jobs"
 QUEUE = "default"
@@ -82,18 +82,13 @@ class Peer(PeerBase):
             conn.execute("TRUNCATE floor_jobs")
 
     def _enqueue_each(self, seqs: Sequence[int], interval: float) -> EnqueueRun:
-        stamps: list[float] = []
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            pacer = Pacer(interval)
-            started = time.perf_counter()
-            for seq in seqs:
+
+            def enqueue_one(seq: int) -> None:
                 params = {"queue": QUEUE, "task": TASK, "payload": json.dumps({"seq": seq})}
                 conn.execute(ENQUEUE, params).fetchone()
-                stamps.append(time.time())
-                if interval:
-                    time.sleep(pacer.delay())
-            elapsed = time.perf_counter() - started
-        return EnqueueRun(elapsed, stamps)
+
+            return enqueue_each_paced(enqueue_one, seqs, interval)
 
     def _enqueue_batches(self, n: int, batch: int) -> float:
         with psycopg.connect(self.dsn, autocommit=True) as conn:

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 
-from bench.peers._common import EnqueueRun, Pacer, PeerBase, Recorder, parse_runner_args
+from bench.peers._common import (
+    EnqueueRun,
+    PeerBase,
+    Recorder,
+    enqueue_each_paced,
+    parse_runner_args,
+)
 from jobqueue import JobRequest, enqueue, enqueue_many, task, telemetry
 from jobqueue.runner import Runner
 from jobqueue.settings import WorkerSettings
@@ -81,17 +87,8 @@ class Peer(PeerBase):
             conn.execute("VACUUM ANALYZE jobs")
 
     def _enqueue_each(self, seqs: Sequence[int], interval: float) -> EnqueueRun:
-        stamps: list[float] = []
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            pacer = Pacer(interval)
-            started = time.perf_counter()
-            for seq in seqs:
-                enqueue(conn, TASK, {"seq": seq})
-                stamps.append(time.time())
-                if interval:
-                    time.sleep(pacer.delay())
-            elapsed = time.perf_counter() - started
-        return EnqueueRun(elapsed, stamps)
+            return enqueue_each_paced(lambda seq: enqueue(conn, TASK, {"seq": seq}), seqs, interval)
 
     def _enqueue_batches(self, n: int, batch: int) -> float:
         with psycopg.connect(self.dsn, autocommit=True) as conn:

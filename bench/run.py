@@ -224,6 +224,8 @@ def entries(spec: str) -> list[tuple[str, str]]:
         if profile and profile not in offered:
             raise ValueError(f"{name} has no profile {profile!r}; it has {', '.join(offered)}")
         chosen += [(name, each) for each in ([profile] if profile else offered)]
+    if not chosen:
+        raise ValueError(f"--systems names no system; choose from {', '.join(SYSTEMS)}")
     return chosen
 
 

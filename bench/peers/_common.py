@@ -74,6 +74,22 @@ class Pacer:
         return max(0.0, self._next - time.perf_counter())
 
 
+def enqueue_each_paced(
+    enqueue_one: Callable[[int], object], seqs: Sequence[int], interval: float
+) -> EnqueueRun:
+    """Call ``enqueue_one(seq)`` for each seq, ``interval`` seconds apart start to start (0: no
+    wait), stamping each return: the loop of every synchronous adapter's ``_enqueue_each``."""
+    stamps: list[float] = []
+    pacer = Pacer(interval)
+    started = time.perf_counter()
+    for seq in seqs:
+        enqueue_one(seq)
+        stamps.append(time.time())
+        if interval:
+            time.sleep(pacer.delay())
+    return EnqueueRun(time.perf_counter() - started, stamps)
+
+
 class Recorder:
     """Handler-side event log: the first handler start only, or every handler start."""
 

@@ -42,7 +42,7 @@ from typing import ClassVar
 import awa
 import psycopg
 
-from bench.peers._common import EnqueueRun, Pacer, PeerBase, parse_runner_args
+from bench.peers._common import EnqueueRun, PeerBase, enqueue_each_paced, parse_runner_args
 
 QUEUE = "bench"
 
@@ -77,17 +77,10 @@ class Peer(PeerBase):
             client.install_queue_storage(reset=True)
 
     def _enqueue_each(self, seqs: Sequence[int], interval: float) -> EnqueueRun:
-        stamps: list[float] = []
         with awa.Client(self.dsn) as client:
-            pacer = Pacer(interval)
-            start = time.perf_counter()
-            for seq in seqs:
-                client.insert(BenchJob(seq), queue=QUEUE)
-                stamps.append(time.time())
-                if interval:
-                    time.sleep(pacer.delay())
-            elapsed = time.perf_counter() - start
-        return EnqueueRun(elapsed, stamps)
+            return enqueue_each_paced(
+                lambda seq: client.insert(BenchJob(seq), queue=QUEUE), seqs, interval
+            )
 
     def _enqueue_batches(self, n: int, batch: int) -> float:
         with awa.Client(self.dsn) as client:
