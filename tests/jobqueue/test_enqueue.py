@@ -168,10 +168,31 @@ def test_bad_enqueues_are_refused_and_write_nothing(
 def test_one_bad_request_refuses_the_whole_batch(conn: Conn) -> None:
     with pytest.raises(EnqueueError):
         enqueue_many(conn, [JobRequest("noop"), JobRequest("noop", delay=-5)])
-    with pytest.raises(EnqueueError, match="NUL character"):
-        enqueue_many(conn, [JobRequest("noop"), JobRequest("noop", {"text": "\x00"})])
     with pytest.raises(EnqueueError, match="task is 201 characters"):
         enqueue_many(conn, [JobRequest("t" * 201)])
+    assert scalar(conn, "SELECT count(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"text": "\x00"},
+        {"key\x00": 1},
+        {"text": "é \x00"},
+        {"text": "lone \ud800"},
+        {"text": "ascii", "other": "\udfff"},
+    ],
+)
+def test_a_payload_postgresql_cannot_store_refuses_the_batch_naming_it(
+    conn: Conn, payload: dict[str, Any]
+) -> None:
+    """The batch's payloads are encoded together and looked over once (enqueue._payloads_json),
+    the quick tests first: a NUL, escaped by the encoder, in text all ASCII or not, and an
+    unpaired surrogate, which only text that is not all ASCII holds.
+    kills: payload-nul-quick-test-inverted, payload-surrogate-quick-test-inverted"""
+    requests = [JobRequest("noop", {"n": 1}), JobRequest("noop", payload)]
+    with pytest.raises(EnqueueError, match="payload of task 'noop' holds a NUL character"):
+        enqueue_many(conn, requests)
     assert scalar(conn, "SELECT count(*) FROM jobs") == 0
 
 
@@ -201,11 +222,16 @@ def test_a_bad_request_is_refused_after_a_good_one_equal_to_it(
 
 
 def test_text_that_only_looks_like_a_nul_escape_is_stored_as_given(conn: Conn) -> None:
-    """A literal backslash followed by "u0000" is ordinary text; only a real NUL is refused."""
+    """A literal backslash followed by "u0000" is ordinary text; only a real NUL is refused,
+    alone or in a batch."""
     job_id = enqueue(conn, "noop", {"text": "\\u0000 and \U0001f600"})
-    assert scalar(conn, "SELECT payload ->> 'text' FROM jobs WHERE id = %s", job_id) == (
-        "\\u0000 and \U0001f600"
+    [first, second] = enqueue_many(
+        conn, [JobRequest("noop", {"text": "\\u0000"}), JobRequest("noop", {"text": "\\\\u0000"})]
     )
+    stored = "SELECT payload ->> 'text' FROM jobs WHERE id = %s"
+    assert scalar(conn, stored, job_id) == "\\u0000 and \U0001f600"
+    assert scalar(conn, stored, first) == "\\u0000"
+    assert scalar(conn, stored, second) == "\\\\u0000"
 
 
 def test_unknown_tenant_is_refused_by_the_tenant_check(conn: Conn) -> None:
