@@ -326,11 +326,6 @@ class AttemptSpan(trace.Span, ReadableSpan):
         self._processor.on_end(self)
 
 
-# Held while a deferred span turns into an AttemptSpan or ends: the two must not cross (a task
-# may touch its span from a thread of its own). Shared by all of them: both are rare or short.
-_TURNING = threading.Lock()
-
-
 class DeferredSpan(trace.Span):
     """An attempt's span kept as its plain values until something asks to change it.
 
@@ -362,12 +357,16 @@ class DeferredSpan(trace.Span):
         self.links = links
         self.end_time: int | None = None
         self._full: AttemptSpan | None = None
+        # Held while it turns into an AttemptSpan or ends: the two must not cross (a task may
+        # touch its span from a thread of its own). Its own: one lock shared by every span
+        # made a convoy of the runner's threads at each attempt's end (docs/benchmarks.md).
+        self._turning = threading.Lock()
         self.start_time = time_ns()
 
     def full(self, what: str) -> AttemptSpan | None:
         """The AttemptSpan this span stands for, made at the first call that changes it; None
         (with the SDK's warning) once it ended unchanged."""
-        with _TURNING:
+        with self._turning:
             if self._full is None:
                 if self.end_time is not None:
                     log.warning("Tried calling %s on an ended span.", what)
@@ -430,7 +429,7 @@ class DeferredSpan(trace.Span):
         return self.span_context
 
     def end(self, end_time: int | None = None) -> None:
-        with _TURNING:
+        with self._turning:
             full = self._full
             if full is None:
                 if self.end_time is not None:
