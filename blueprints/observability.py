@@ -12,7 +12,7 @@ by route pattern, and who asked.
 
 Nothing is instrumented unless telemetry is on (an OTLP endpoint is configured), so the console
 pays nothing for it otherwise. The SDK itself (its exporter threads) is started here, except
-under gunicorn, whose post_fork hook starts it in each worker (gunicorn.conf.py sets
+under gunicorn, whose post_worker_init hook starts it in each worker (gunicorn.conf.py sets
 ``PAUTA_TELEMETRY_AFTER_FORK``): a master that loads the app before forking must not start
 threads its workers would not have.
 """
