@@ -236,26 +236,29 @@ _NAMED: dict[tuple[str, SpanKind], bytes] = {}  # a span's name and kind fields,
 _KEYS: dict[str, bytes] = {}  # a KeyValue's key field, by key
 _TIMES = struct.Struct("<BQBQ")  # start and end: their tags and fixed64 values
 _UNCHANGED_END = _UNSET_STATUS + b"\x85\x01" + _LOCAL_FLAGS
+# a link field of 33 bytes: ids (2 + 16, 2 + 8) and flags (1 + 4); then its trace id
+_UNCHANGED_LINK = b"\x6a\x21\x0a\x10"
 
 
 def encode_unchanged(span: "DeferredSpan") -> bytes:
     """The ``spans`` field (framed) :func:`encode_spans` writes for the AttemptSpan a deferred
     span stands for, which nothing changed: no parent, events or dropped attributes, an unset
     status, local flags; the attributes after its shared leading ones written here directly
-    when they are text or whole numbers, as :func:`_any_value` writes them."""
+    when they are text or whole numbers, as :func:`_any_value` writes them, and links without
+    attributes too (what ``bounded_links`` and :func:`_links` would make of them)."""
     context = span.span_context
     named = _NAMED.get((span.name, span.kind))
     if named is None:
         if len(_NAMED) >= _FRAMED_LIMIT:
             _NAMED.clear()
         named = _NAMED[span.name, span.kind] = _text(b"\x2a", span.name) + _KIND[span.kind]
+    state = context.trace_state
     parts = [
-        b"\x0a\x10"
-        + context.trace_id.to_bytes(16, "big")
-        + b"\x12\x08"
-        + context.span_id.to_bytes(8, "big"),
-        _trace_state(b"\x1a", context.trace_state),
-        named,
+        b"\x0a\x10",
+        context.trace_id.to_bytes(16, "big"),
+        b"\x12\x08",
+        context.span_id.to_bytes(8, "big"),
+        _trace_state(b"\x1a", state) + named if state else named,
         _TIMES.pack(0x39, span.start_time, 0x41, span.end_time or 0),
     ]
     attributes, leading = span.attributes, span.leading
@@ -271,10 +274,10 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
         rest: Iterator[tuple[str, Any]] = islice(attributes.items(), len(leading), None)
         for key, value in rest:
             kind = type(value)
-            if kind is int:
-                encoded = b"\x18" + _varint(value)
-            elif kind is str and value.isascii():
-                encoded = b"\x0a" + _varint(len(value)) + value.encode()
+            if kind is str and len(value) < 0x7E and value.isascii():  # framed: under 0x80
+                encoded = b"\x0a" + _SMALL[len(value)] + value.encode()
+            elif kind is int and 0 <= value < 0x80:
+                encoded = b"\x18" + _SMALL[value]
             else:
                 parts.append(_framed_pair(b"\x4a", key, value))
                 continue
@@ -283,13 +286,33 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
                 if len(_KEYS) >= _FRAMED_LIMIT:
                     _KEYS.clear()
                 key_field = _KEYS[key] = _text(b"\x0a", key) + b"\x12"
-            pair = key_field + _varint(len(encoded)) + encoded
+            pair = key_field + _SMALL[len(encoded)] + encoded
             parts.append(b"\x4a" + _varint(len(pair)) + pair)
     if span.links:
-        parts.append(_links(bounded_links(span.links, span.tracer._span_limits)))
+        parts.append(_unchanged_links(span.links, span.tracer._span_limits))
     parts.append(_UNCHANGED_END)
     body = b"".join(parts)
     return b"\x12" + _varint(len(body)) + body
+
+
+def _unchanged_links(links: Sequence[Any], limits: Any) -> bytes:
+    """The links field of a deferred span: a link without attributes written here directly
+    (an attempt's link to its enqueuing span has none), others as an SDK span keeps them."""
+    out = []
+    for link in links:
+        context = link.context
+        if link.attributes or not context:
+            out.append(_links(bounded_links([link], limits)))
+        elif context.is_valid or context.trace_state:
+            out.append(
+                _UNCHANGED_LINK
+                + context.trace_id.to_bytes(16, "big")
+                + b"\x12\x08"
+                + context.span_id.to_bytes(8, "big")
+                + b"\x35"
+                + (_REMOTE_FLAGS if context.is_remote else _LOCAL_FLAGS)
+            )
+    return b"".join(out)
 
 
 def encode_scope_spans(

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, Tracer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
 
 from devtools.otlp_receiver import Receiver
 from jobqueue import JobRequest, enqueue_many
@@ -119,6 +119,58 @@ def test_a_deferred_span_sends_what_the_sdk_span_would_whatever_the_task_does(
     finished = list(exporter.get_finished_spans()) + sink.spans
     assert len(finished) == 1
     assert sent(finished[0], made.resource) == sent(expected, made.resource)
+
+
+link_shapes = st.builds(
+    lambda trace_id, span_id, remote, state, attributes: Link(
+        SpanContext(trace_id, span_id, remote, TraceFlags(1), TraceState(state)), attributes
+    ),
+    st.sampled_from([0, 0xABC, 2**128 - 1]),
+    st.sampled_from([0, 0xDEF, 2**64 - 1]),
+    st.booleans(),
+    st.sampled_from([[], [("vendor", "value")]]),
+    st.sampled_from([None, {}, {"link.kind": "enqueued"}]),
+)
+rest_values = st.one_of(
+    st.text(max_size=300),
+    st.text(alphabet="ab", min_size=120, max_size=132),  # either side of one byte's length
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(120, 135),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(message_id="x" * 125, attempt=127, links=[Link(ENQUEUED)])
+@example(message_id="x" * 126, attempt=128, links=[Link(ENQUEUED)])
+@example(message_id="é", attempt=-1, links=[Link(SpanContext(0, 0, True))])
+@given(message_id=rest_values, attempt=rest_values, links=st.lists(link_shapes, max_size=3))
+def test_an_unchanged_span_encodes_its_own_attributes_and_links_as_the_official_encoder_does(
+    message_id: Any, attempt: Any, links: list[Link]
+) -> None:
+    """The attributes after the shared leading ones and the links, whatever they hold, as the
+    SDK's span reaches the collector.
+    kills: deferred-encoding-rest-attributes, deferred-encoding-short-text,
+    deferred-encoding-link-length, deferred-encoding-invalid-link-kept,
+    deferred-encoding-link-flags"""
+    rest = {"messaging.message.id": message_id, "pauta.job.attempt": attempt}
+    made, exporter = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    tracer.start_span(
+        "process send_mail",
+        context=context.Context(),
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes={**LEADING, **rest},
+    ).end()
+    [expected] = exporter.get_finished_spans()
+    sink = ListSink()
+    start_root_span(
+        tracer, "process send_mail", SpanKind.CONSUMER, {**LEADING, **rest}, links, LEADING, sink
+    ).end()
+    [unchanged] = sink.spans
+    assert sent(unchanged, made.resource) == sent(expected, made.resource)
 
 
 def sdk_attributes_first(tracer: Any, links: list[Link]) -> Any:

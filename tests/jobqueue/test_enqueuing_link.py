@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from opentelemetry import trace
 
 from jobqueue import telemetry
-from jobqueue.telemetry import enqueuing_span_context
+from jobqueue.telemetry import enqueuing_links, enqueuing_span_context
 
 HEX = "0123456789abcdef"
 
@@ -87,6 +87,37 @@ def test_what_the_producer_stores_is_read_directly() -> None:
         trace_flags=trace.TraceFlags(1),
     )
     assert span_context.trace_state == by_the_propagator(carrier).trace_state  # type: ignore[union-attr]
+
+
+def linked_to(links: tuple[Any, ...]) -> list[trace.SpanContext]:
+    return [link.context for link in links]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(carriers, min_size=1, max_size=6))
+def test_an_attempts_links_name_the_span_its_own_trace_context_names(
+    sequence: list[dict[str, Any]],
+) -> None:
+    """Read once a traceparent and then shared, they are still each job's own: asked in any
+    order, again and again, each trace context gives the span the propagator finds in it.
+    kills: enqueuing-links-cache-ignores-tracestate"""
+    for carrier in sequence + sequence[::-1] + sequence:
+        expected = by_the_propagator(carrier)
+        assert linked_to(enqueuing_links(carrier)) == ([] if expected is None else [expected])
+
+
+def test_jobs_enqueued_together_share_one_link_and_a_tracestate_is_not_mistaken_for_none() -> None:
+    """kills: enqueuing-links-cache-ignores-tracestate"""
+    parent = "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"
+    first = enqueuing_links({"traceparent": parent})
+    assert enqueuing_links({"traceparent": parent}) is first  # read once for a batch
+    with_state = {"traceparent": parent, "tracestate": "vendor=value"}
+    [link] = enqueuing_links(with_state)
+    assert link.context == by_the_propagator(with_state)
+    assert link.context.trace_state == trace.TraceState([("vendor", "value")])
+    assert enqueuing_links({"traceparent": parent}) is first
+    assert enqueuing_links({"traceparent": parent.upper()}) == ()
+    assert enqueuing_links({}) == () and enqueuing_links({"traceparent": 5}) == ()
 
 
 json_values = st.recursive(
