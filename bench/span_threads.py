@@ -137,7 +137,8 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
             if sink is not None:
-                sink[1]._spans.clear()  # the encoded spans: not sent, not kept
+                sink[1]._ended.clear()  # the spans: not encoded, not sent, not kept
+                sink[1]._spans.clear()
             del jobs, contexts
             gc.collect()
     os._exit(0)  # the sink's exit would try to send what it holds to the discarding endpoint

@@ -3,11 +3,20 @@
 The SDK's batch processor takes a finished span, and its exporter reads the span's fields
 through ``ReadableSpan``'s properties and encodes it: in a drain of no-op jobs, with the run and
 wait histograms no longer recorded through the SDK, that export was what kept a traced drain at
-half the untraced one's rate (docs/benchmarks.md, "2026-12-03, evening"). This sink encodes
-each deferred span as it ends with :func:`~jobqueue.otlp_encoding.encode_unchanged`, the bytes
-the processor's exporter would have sent for it, and sends them in batches through the same
-OTLP/HTTP exporter class (its endpoint, headers, timeout, retries, size limit and
-self-metrics, from the same ``OTEL_*`` variables).
+half the untraced one's rate (docs/benchmarks.md, "2026-12-03, evening"). This sink takes
+each deferred span as it ends, encodes it with :func:`~jobqueue.otlp_encoding.encode_unchanged`
+(the bytes the processor's exporter would have sent for it) in its own thread, and sends them
+in batches through the same OTLP/HTTP exporter class (its endpoint, headers, timeout,
+retries, size limit and self-metrics, from the same ``OTEL_*`` variables).
+
+The encoding runs in the sink's thread, ``ENCODE_BATCH`` ended spans at a time, not in the
+runner's thread that ended the span: in a drain of no-op jobs the runner's threads take turns
+with its fetcher, completer and database calls between two attempts, and an encoding done
+there cost more than in a loop of them. Encoded in the sink's thread, tracing took 75 µs of
+the runner's CPU a job instead of 100 (medians of 12 rounds, ``bench.tracing_cpu``, on the
+slow machine of 2026-12-04's afternoon: docs/benchmarks.md). About ``ENCODE_BATCH`` spans
+wait as objects, for a few milliseconds: too few, too briefly, for the garbage collector's
+walks of them to count (the sink once kept thousands of span objects: about 4 µs a span).
 
 It batches as the SDK's batch processor does and reads the processor's own variables: a batch
 of ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` spans is sent as soon as it is there, what is left every
@@ -34,6 +43,8 @@ from jobqueue.attempt_span import DeferredSpan
 from jobqueue.otlp_encoding import SpanExporter, encode_scope_spans, encode_unchanged
 
 log = logging.getLogger(__name__)
+
+ENCODE_BATCH = 256  # ended spans the sink's thread is woken to encode (fewer when batches are)
 
 
 def _setting(name: str, default: int) -> int:
@@ -73,9 +84,12 @@ class AttemptSpanSink:
         self.queue_size = max(_setting("OTEL_BSP_MAX_QUEUE_SIZE", 16384), self.batch_size)
         self.delay = _setting("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
         self.dropped = 0
+        self.encode_batch = min(ENCODE_BATCH, self.batch_size)
+        self._ended: deque[DeferredSpan] = deque()  # not yet encoded
         self._spans: deque[bytes] = deque()  # encoded spans
         self._wake = threading.Event()
-        self._sending = threading.Lock()  # one batch at a time: the thread's or a flush's
+        # one batch at a time, the thread's or a flush's, and one encoding of the ended spans
+        self._sending = threading.Lock()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="pauta-attempt-spans", daemon=True)
         self._thread.start()
@@ -85,34 +99,42 @@ class AttemptSpanSink:
         return tracer.span_processor._span_processors is self._processors
 
     def add(self, span: DeferredSpan) -> None:
-        """Take an ended span, encoded now, in the thread that ended it: bytes wait in the
-        queue, not span objects, which the garbage collector would walk again and again while
-        they wait (about 4 µs a span, measured), and no thread holds the GIL for a whole
-        batch's encoding while the runner's threads wait on it."""
-        spans = self._spans
-        if len(spans) >= self.queue_size:
+        """Take an ended span (the sink's thread encodes it with the others ended since),
+        unless ``queue_size`` spans wait already: then it is dropped and counted."""
+        ended = self._ended
+        if len(ended) + len(self._spans) >= self.queue_size:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 10_000 == 0:
                 log.warning("attempt spans dropped: %d (the exporter cannot keep up)", self.dropped)
             return
-        try:
-            spans.append(encode_unchanged(span))
-        except Exception:  # a span that cannot be encoded must not fail the attempt
-            log.exception("could not encode the span of an attempt; it is not exported")
-            return
-        if len(spans) == self.batch_size:  # once a batch: the thread sends every full one
+        ended.append(span)
+        if len(ended) == self.encode_batch:
             self._wake.set()
 
+    def _encode(self) -> None:
+        """Encode the spans ended so far, in the order they ended (one that cannot be encoded
+        is logged and left out)."""
+        ended, spans = self._ended, self._spans
+        with self._sending:
+            for _ in range(len(ended)):
+                span = ended.popleft()
+                try:
+                    spans.append(encode_unchanged(span))
+                except Exception:  # a span that cannot be encoded must not stop the others
+                    log.exception("could not encode the span of an attempt; it is not exported")
+
     def _run(self) -> None:
-        """Full batches as they fill; what is left once the delay has passed since the last
-        time everything was sent (a batch a request: a request costs the exporter's HTTP
-        client about as much Python as encoding a few hundred spans)."""
+        """Encode the ended spans whenever ``encode_batch`` of them wait; send full batches as
+        they fill, and what is left once the delay has passed since the last time everything
+        was sent (a batch a request: a request costs the exporter's HTTP client about as much
+        Python as encoding a few hundred spans)."""
         deadline = time.monotonic() + self.delay
         while True:
             left = deadline - time.monotonic()
-            if left > 0 and len(self._spans) < self.batch_size and not self._closing:
+            if left > 0 and len(self._ended) < self.encode_batch and not self._closing:
                 self._wake.wait(left)
                 self._wake.clear()
+            self._encode()
             closing = self._closing
             everything = closing or time.monotonic() >= deadline
             self._send(everything)
@@ -137,6 +159,7 @@ class AttemptSpanSink:
 
     def force_flush(self) -> None:
         """Send what is waiting, now, in the caller's thread."""
+        self._encode()
         self._send(everything=True)
 
     def shutdown(self) -> None:

@@ -217,6 +217,12 @@ class RunnerProcess:
             self._proc.kill()
             self._proc.wait()
 
+    @property
+    def pid(self) -> int:
+        """The runner process's id (for readings of its CPU time)."""
+        assert self._proc is not None
+        return self._proc.pid
+
     def check_alive(self) -> None:
         """Raise if the runner has exited, showing the end of its output."""
         assert self._proc is not None

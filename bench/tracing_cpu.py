@@ -1,0 +1,96 @@
+"""What tracing costs the runner in CPU: bench.pauta_system's drain (one runner process,
+concurrency 10, no-op jobs) untraced and traced (exported over OTLP/HTTP to a real receiver on
+loopback), alternating, with the runner's own CPU time read from ``/proc`` from its first
+attempt to the drained queue.
+
+    DATABASE_URL=postgresql://... python -m bench.tracing_cpu [--jobs 20000] [--rounds 3]
+
+The drain's rate moves with the machine from round to round (on a shared 2-core machine, 20%
+between two untraced rounds); the runner's CPU a job moves less, and a traced round minus the
+untraced round just before it is what tracing cost in that minute. Its startup (imports, the
+SDK's set-up) is left out. One JSON line per drain, then the medians: jobs per second (to the
+last span received, as ``make bench`` counts a traced drain), CPU µs a job, the on/off ratio
+and the traced minus untraced CPU of each round. Linux only (/proc).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import psycopg
+
+from bench.machine import cpu_seconds
+from bench.pages import scratch_database
+from bench.pauta_system import Peer, attempts_exported
+from bench.peers._common import DRAIN_INSERT_BATCH
+from bench.telemetry_overhead import otel_on, set_telemetry
+from devtools.otlp_receiver import Receiver
+
+MODES = ("off", "on")
+
+
+def drain(peer: Peer, jobs: int, receiver: Receiver, mode: str) -> dict[str, float]:
+    set_telemetry(otel_on(receiver) if mode == "on" else None)
+    peer.reset()
+    exported = attempts_exported(receiver, jobs) if mode == "on" else None
+    peer._enqueue_batches(jobs, DRAIN_INSERT_BATCH)
+    with psycopg.connect(peer.dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        with peer.runner(10, False) as runner:
+            while not runner.events():  # the first attempt has started
+                runner.check_alive()
+                time.sleep(0.002)
+            pid = runner.pid
+            started = cpu_seconds(pid)
+            drained = peer._wait_drained(conn, jobs, runner)
+            cpu = cpu_seconds(pid) - started
+            end = peer._wait_exported(exported, runner) if exported else drained
+            first = runner.first_start()
+    return {"jobs_per_s": round(jobs / (end - first)), "cpu_us_per_job": round(cpu / jobs * 1e6, 1)}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tracing_cpu", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.rounds < 1:
+        parser.error("--jobs and --rounds take a whole number of at least 1")
+    server = os.environ.get("DATABASE_URL")
+    if not server:
+        print("set DATABASE_URL to a PostgreSQL server the bench may create databases on",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    receiver = Receiver(keep_spans=False).start()
+    rounds: list[dict[str, dict[str, float]]] = []
+    try:
+        with scratch_database(server) as url:
+            peer = Peer(url)
+            peer.setup()
+            for number in range(args.rounds):
+                measured = {mode: drain(peer, args.jobs, receiver, mode) for mode in MODES}
+                for mode, figures in measured.items():
+                    print(json.dumps({"round": number, "tracing": mode, **figures}), flush=True)
+                rounds.append(measured)
+            set_telemetry(None)
+    finally:
+        receiver.stop()
+    summary: dict[str, object] = {"summary": "median of rounds"}
+    for mode in MODES:
+        for field in ("jobs_per_s", "cpu_us_per_job"):
+            summary[f"{field} {mode}"] = statistics.median(r[mode][field] for r in rounds)
+    summary["on/off"] = round(
+        statistics.median(r["on"]["jobs_per_s"] / r["off"]["jobs_per_s"] for r in rounds), 3
+    )
+    summary["traced minus untraced cpu_us_per_job"] = statistics.median(
+        round(r["on"]["cpu_us_per_job"] - r["off"]["cpu_us_per_job"], 1) for r in rounds
+    )
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
