@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 import psycopg
 from greenlet import getcurrent, greenlet
 
+from jobqueue.settings import DEFAULT_GROUP_TARGET_SECONDS
+
 Request = TypeVar("Request")
 Answer = TypeVar("Answer")
 Result = TypeVar("Result")
@@ -195,15 +197,16 @@ def gather(gathered: Callable[[list[Request]], list[Answer]], request: Request) 
 
 class GroupSize:
     """How many attempts of a batching task a worker thread runs together: as many as fit in
-    ``TARGET_SECONDS`` by a moving average of what one attempt of a group costs, at least 1 and
-    at most the task's ``batch``. A group's attempts wait for one another, so short attempts are
-    grouped and long ones run one by one, as if the task did not batch."""
+    ``target_seconds`` (the worker's ``group_target_seconds``) by a moving average of what one
+    attempt of a group costs, at least 1 and at most the task's ``batch``. A group's attempts
+    wait for one another, so short attempts are grouped and long ones run one by one, as if the
+    task did not batch."""
 
-    TARGET_SECONDS = 0.05
     SMOOTHING = 0.2
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, target_seconds: float = DEFAULT_GROUP_TARGET_SECONDS) -> None:
         self.batch = batch
+        self.target_seconds = target_seconds
         self.per_attempt: float | None = None  # seconds; None until a group ran
 
     def observe(self, seconds: float, attempts: int) -> None:
@@ -217,5 +220,5 @@ class GroupSize:
     def size(self) -> int:
         if self.batch == 1 or self.per_attempt is None:
             return 1
-        fits = math.floor(self.TARGET_SECONDS / max(self.per_attempt, 1e-6))
+        fits = math.floor(self.target_seconds / max(self.per_attempt, 1e-6))
         return max(1, min(self.batch, fits))

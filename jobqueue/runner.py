@@ -139,7 +139,7 @@ class Consumer:
         # attempts run in groups, each group on one thread: the queue then holds a group's
         # worth of jobs a thread.
         batch = max((task.batch for task in runner.tasks if task.queue == queue), default=1)
-        self.group_size = GroupSize(batch)
+        self.group_size = GroupSize(batch, runner.settings.group_target_seconds)
         self.prefetch = Prefetch(threads, runner.settings.prefetch)
         self.wake = threading.Event()
         # the queue's rate limit as (starts, period seconds), learnt at start and each heartbeat

@@ -39,6 +39,9 @@ DEFAULT_TIMEOUT_SECONDS = 15 * 60.0  # an attempt's, unless its task or its job 
 # a workflow slice allocates dozens of objects, so at 700 the collector ran every few of them, up
 # to 5% of a busy worker's CPU and part of its step latency's tail (docs/benchmarks.md, 2026-12-03).
 DEFAULT_GC_THRESHOLD = 50_000
+# How long a group of a batching task's attempts may take, by the moving average of what one
+# attempt of a group costs (jobqueue.cooperative.GroupSize): its attempts wait for one another.
+DEFAULT_GROUP_TARGET_SECONDS = 0.05
 BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 POOLERS = ("none", "transaction")  # what stands between the worker and the server
 PSYCOPG_PREPARE_THRESHOLD = 5  # psycopg's own default: prepare a query at its fifth run
@@ -87,6 +90,7 @@ class WorkerSettings:
     listen_url: str = ""  # where to LISTEN; empty: DATABASE_URL, or polling behind a pooler
     prepare_threshold: str = "auto"  # "auto", "off", or the run after which psycopg prepares
     gc_threshold: int = DEFAULT_GC_THRESHOLD  # the interpreter's first collector threshold
+    group_target_seconds: float = DEFAULT_GROUP_TARGET_SECONDS
 
     def configure_interpreter(self) -> None:
         """What a worker process sets for its whole interpreter, before its runner starts (the

@@ -163,6 +163,16 @@ def test_group_size_grows_for_short_attempts_and_falls_to_one_for_long_ones() ->
     assert GroupSize(batch=1).size() == 1
 
 
+def test_a_longer_group_target_groups_attempts_the_default_runs_alone() -> None:
+    """A worker's group_target_seconds: attempts of 100 ms run alone under the default 50 ms,
+    ten at a time under 1 s.
+    kills: group-size-ignores-target"""
+    default, longer = GroupSize(batch=28), GroupSize(batch=28, target_seconds=1.0)
+    for size in (default, longer):
+        size.observe(0.1, 1)
+    assert (default.size(), longer.size()) == (1, 10)
+
+
 @pytest.mark.parametrize("batch", [0, 1001, True, 2.0, "4"])
 def test_a_tasks_batch_out_of_bounds_is_refused_with_a_sentence(batch: Any) -> None:
     with pytest.raises(ValueError, match=r"^batch must be a whole number from 1 to 1000, not "):

@@ -104,14 +104,17 @@ def test_executions_survive_workers_killed_at_random(
 def test_executions_survive_workers_killed_while_they_run_slices_in_groups(
     database_url: str, conn: Conn, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    """The same with steps short enough that each worker thread runs its slices in groups (the
-    slice task batches: jobqueue.cooperative), so that a kill lands on groups of slices in
-    flight: every execution still succeeds once with its own output, each ledger row once; a
-    kill repeats at most the one external step of each slice its groups held.
+    """The same with each worker thread running its slices in groups (the slice task batches:
+    jobqueue.cooperative), so that a kill lands on groups of slices in flight: every execution
+    still succeeds once with its own output, each ledger row once; a kill repeats at most the
+    one external step of each slice its groups held. The workers' group target is 1 s: a slice
+    alone took 33-150 ms on a slow 2-core machine, over the default 50 ms, and there groups
+    never formed.
     kills: runner-never-groups"""
     executions = 1500
     survive_kills(database_url, conn, workers, tmp_path, executions, kills=6, pause=0.0,
-                  repeats_per_thread=SLICE_BATCH)  # fmt: skip
+                  repeats_per_thread=SLICE_BATCH,
+                  worker_args=("--group-target-seconds", "1"))  # fmt: skip
     # Groups did form: most executions ended in a transaction that ended others with them.
     together = scalar(
         conn,
@@ -130,6 +133,7 @@ def survive_kills(
     kills: int,
     pause: float,
     repeats_per_thread: int = 1,
+    worker_args: tuple[str, ...] = (),
 ) -> None:
     create_workflow_test_tables(conn)
     effects = tmp_path / "effects.txt"
@@ -140,7 +144,7 @@ def survive_kills(
         for n in range(executions)
     ]
     env = {"WF_EFFECTS_FILE": str(effects)}
-    args = ("--single", "--queues", f"workflows={threads}", *FAST)
+    args = ("--single", "--queues", f"workflows={threads}", *FAST, *worker_args)
     live = [start_worker(workers, database_url, *args, tasks=TASKS, env=env) for _ in range(2)]
     rng = random.Random(11)
     for _ in range(kills):
