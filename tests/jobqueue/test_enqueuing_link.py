@@ -95,6 +95,15 @@ def linked_to(links: tuple[Any, ...]) -> list[trace.SpanContext]:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(carriers, min_size=1, max_size=6))
+@example(
+    [
+        {"traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01"},
+        {
+            "traceparent": "00-e4bd918829d006f55f6bcb1ee1ad8731-ff8a3623eb0c3d78-01",
+            "tracestate": "vendor=value",
+        },
+    ]
+)
 def test_an_attempts_links_name_the_span_its_own_trace_context_names(
     sequence: list[dict[str, Any]],
 ) -> None:
