@@ -9,8 +9,9 @@ The drain's rate moves with the machine from round to round (on a shared 2-core 
 between two untraced rounds); the runner's CPU a job moves less, and a traced round minus the
 untraced round just before it is what tracing cost in that minute. Its startup (imports, the
 SDK's set-up) is left out. One JSON line per drain, then the medians: jobs per second (to the
-last span received, as ``make bench`` counts a traced drain), CPU µs a job, the on/off ratio
-and the traced minus untraced CPU of each round. Linux only (/proc).
+last span received, as ``make bench`` counts a traced drain, and to the drained queue), how
+long the last span came after the queue was drained, CPU µs a job, the on/off ratio and the
+traced minus untraced CPU of each round. Linux only (/proc).
 """
 
 import argparse
@@ -49,7 +50,12 @@ def drain(peer: Peer, jobs: int, receiver: Receiver, mode: str) -> dict[str, flo
             cpu = cpu_seconds(pid) - started
             end = peer._wait_exported(exported, runner) if exported else drained
             first = runner.first_start()
-    return {"jobs_per_s": round(jobs / (end - first)), "cpu_us_per_job": round(cpu / jobs * 1e6, 1)}
+    return {
+        "jobs_per_s": round(jobs / (end - first)),
+        "jobs_per_s_to_drained": round(jobs / (drained - first)),
+        "last_span_after_drained_ms": round((end - drained) * 1000, 1),
+        "cpu_us_per_job": round(cpu / jobs * 1e6, 1),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -80,7 +86,7 @@ def main(argv: list[str]) -> int:
         receiver.stop()
     summary: dict[str, object] = {"summary": "median of rounds"}
     for mode in MODES:
-        for field in ("jobs_per_s", "cpu_us_per_job"):
+        for field in ("jobs_per_s", "jobs_per_s_to_drained", "cpu_us_per_job"):
             summary[f"{field} {mode}"] = statistics.median(r[mode][field] for r in rounds)
     summary["on/off"] = round(
         statistics.median(r["on"]["jobs_per_s"] / r["off"]["jobs_per_s"] for r in rounds), 3

@@ -4,8 +4,13 @@ field for field, whatever the task does with it, and exactly once: through the e
 exporter while unchanged, through the tracer's processors once changed. Real SDK tracers and
 exporters, a real OTLP receiver on loopback, and real worker processes."""
 
+import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -24,7 +29,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFl
 
 from devtools.otlp_receiver import Receiver
 from jobqueue import JobRequest, enqueue_many
-from jobqueue.attempt_export import AttemptSpanSink
+from jobqueue.attempt_export import ENCODE_BATCH, AttemptSpanSink
 from jobqueue.attempt_span import AttemptSpan, DeferredSpan, start_root_span
 from jobqueue.otlp_encoding import SpanExporter, encode_scope_spans, encode_unchanged
 from tests.jobqueue.test_attempt_span import ACTIONS, ENQUEUED, act, provider
@@ -251,7 +256,7 @@ def test_the_sink_sends_every_span_in_batches_drops_past_its_bound_and_sends_the
     made, _ = provider()
     tracer = made.get_tracer("pauta.jobqueue")
     traces = SpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
-    sink = AttemptSpanSink(made, traces, made.resource, SCOPE)
+    sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=None)  # nor sends on a lull
     names = iter(f"process t{n}" for n in range(100))
 
     def end_one() -> None:
@@ -276,13 +281,87 @@ def test_the_sink_sends_every_span_in_batches_drops_past_its_bound_and_sends_the
     assert all(span.attributes == {**LEADING, **REST} for span in receiver.spans)
 
 
+def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_in_a_while(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a schedule delay of ten minutes, spans that stop coming are sent all the same: a
+    few at once, a few more no sooner than ``quiet_apart`` after, and a lot (ENCODE_BATCH or
+    more) at once again, however soon.
+    kills: sink-never-sends-on-a-lull, sink-not-woken-by-the-first-span,
+    sink-lull-sends-unspaced, sink-spaces-large-lull-sends"""
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+    made, _ = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    traces = SpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    apart = 3.0
+    sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet_apart=apart)
+
+    def end(count: int) -> None:
+        for _ in range(count):
+            start_root_span(
+                tracer, "process t", SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING, sink=sink
+            ).end()
+
+    try:
+        end(3)
+        wait_until(lambda: len(receiver.spans) == 3, timeout=10, interval=0.005)
+        first_seen = time.monotonic()
+        end(2)
+        wait_until(lambda: len(receiver.spans) == 5, timeout=10, interval=0.005)
+        second_seen = time.monotonic()
+        assert second_seen - first_seen > apart - 0.1  # the first send was before first_seen
+        end(ENCODE_BATCH + 10)
+        wait_until(lambda: len(receiver.spans) == ENCODE_BATCH + 15, timeout=10, interval=0.005)
+        assert time.monotonic() - second_seen < apart - 1  # not held back to the next turn
+    finally:
+        sink.shutdown()
+
+
+EXITING = """
+import sys
+from opentelemetry.trace import SpanKind
+from jobqueue.attempt_export import AttemptSpanSink
+from jobqueue.attempt_span import start_root_span
+from jobqueue.otlp_encoding import SpanExporter
+from tests.jobqueue.test_attempt_span import provider
+from tests.jobqueue.test_deferred_span import LEADING, REST, SCOPE
+
+made, _ = provider()
+tracer = made.get_tracer("pauta.jobqueue")
+traces = SpanExporter(endpoint=sys.argv[1] + "/v1/traces")
+sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=None)
+for n in range(3):
+    attributes = {**LEADING, **REST}
+    start_root_span(
+        tracer, f"process t{n}", SpanKind.CONSUMER, attributes, [], LEADING, sink=sink
+    ).end()
+"""
+
+
+def test_a_process_that_exits_sends_what_its_sink_holds(receiver: Receiver) -> None:
+    """A real interpreter ends without anyone shutting the sink down (as a worker does once its
+    runner has stopped): the spans the sink holds are sent on the way out, though neither a
+    full batch, the schedule delay nor a lull would have sent them.
+    kills: sink-never-flushed-at-exit"""
+    exited = subprocess.run(
+        [sys.executable, "-c", EXITING, receiver.endpoint],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "600000"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert exited.returncode == 0, exited.stderr
+    assert [span.name for span in receiver.spans] == ["process t0", "process t1", "process t2"]
+
+
 def test_a_workers_attempts_each_reach_the_collector_once_changed_or_not(
     database_url: str, workers: list[WorkerProcess], receiver: Receiver
 ) -> None:
     """Real worker processes: attempts nobody touched (through the sink), a task that tags its
     span and a failed attempt (through the processors, with the tag, the error status and the
     exception) each give exactly one span, whose trace is the one their attempt row names.
-    kills: deferred-span-change-dropped, sink-never-flushed-at-exit"""
+    kills: deferred-span-change-dropped"""
     with psycopg.connect(database_url, autocommit=True) as conn:
         enqueue_many(
             conn,
