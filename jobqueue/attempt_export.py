@@ -93,6 +93,8 @@ class AttemptSpanSink:
         """``quiet``: seconds without a new span after which what waits is sent (None: only
         full batches and the schedule delay send); ``quiet_apart``: the least time between two
         such sends of fewer than ``ENCODE_BATCH`` spans."""
+        if quiet is not None and not quiet > 0:
+            raise ValueError(f"quiet must be None or a number of seconds above 0, not {quiet!r}")
         # the provider's processors as configure left them: adding one makes a new tuple
         self._processors = provider._active_span_processor._span_processors
         self.exporter = exporter

@@ -293,6 +293,9 @@ def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_
     made, _ = provider()
     tracer = made.get_tracer("pauta.jobqueue")
     traces = SpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    for spin in (0, -1.0, float("nan")):  # a lull of no time would keep the thread spinning
+        with pytest.raises(ValueError, match="quiet must be"):
+            AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=spin)
     apart = 3.0
     sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet_apart=apart)
 
