@@ -19,14 +19,9 @@ import json
 import os
 import statistics
 import sys
-import time
 
-import psycopg
-
-from bench.machine import cpu_seconds
 from bench.pages import scratch_database
 from bench.pauta_system import Peer, attempts_exported
-from bench.peers._common import DRAIN_INSERT_BATCH
 from bench.telemetry_overhead import otel_on, set_telemetry
 from devtools.otlp_receiver import Receiver
 
@@ -37,23 +32,12 @@ def drain(peer: Peer, jobs: int, receiver: Receiver, mode: str) -> dict[str, flo
     set_telemetry(otel_on(receiver) if mode == "on" else None)
     peer.reset()
     exported = attempts_exported(receiver, jobs) if mode == "on" else None
-    peer._enqueue_batches(jobs, DRAIN_INSERT_BATCH)
-    with psycopg.connect(peer.dsn, autocommit=True) as conn:
-        conn.execute("ANALYZE")
-        with peer.runner(10, False) as runner:
-            while not runner.events():  # the first attempt has started
-                runner.check_alive()
-                time.sleep(0.002)
-            pid = runner.pid
-            started = cpu_seconds(pid)
-            drained = peer._wait_drained(conn, jobs, runner)
-            cpu = cpu_seconds(pid) - started
-            end = peer._wait_exported(exported, runner) if exported else drained
-            first = runner.first_start()
+    run = peer.drain_run(jobs, 10, exported, runner_cpu=True)
+    cpu = run.runner_cpu or 0.0
     return {
-        "jobs_per_s": round(jobs / (end - first)),
-        "jobs_per_s_to_drained": round(jobs / (drained - first)),
-        "last_span_after_drained_ms": round((end - drained) * 1000, 1),
+        "jobs_per_s": round(run.jobs_per_s(jobs)),
+        "jobs_per_s_to_drained": round(jobs / (run.drained - run.first)),
+        "last_span_after_drained_ms": round((run.end - run.drained) * 1000, 1),
         "cpu_us_per_job": round(cpu / jobs * 1e6, 1),
     }
 

@@ -42,6 +42,8 @@ from typing import ClassVar
 
 import psycopg
 
+from bench.machine import cpu_seconds
+
 POLL_INTERVAL = 0.005  # driver-side database polling during drain
 EVENTS_POLL_INTERVAL = 0.01  # driver-side polling of the runner's events file
 DRAIN_TIMEOUT = 900.0
@@ -59,6 +61,19 @@ class EnqueueRun:
 
     elapsed: float  # perf_counter seconds from the first call to the last return
     stamps: list[float]  # time.time() just after each enqueue returned
+
+
+@dataclass(frozen=True)
+class DrainRun:
+    """The moments of one drain (``time.time()`` seconds), and the runner's CPU when asked."""
+
+    first: float  # the first handler's start
+    drained: float  # when every job was seen completed
+    end: float  # the drained moment, or when the telemetry of every attempt had arrived
+    runner_cpu: float | None  # CPU seconds of the runner from its first attempt to drained
+
+    def jobs_per_s(self, n: int) -> float:
+        return n / (self.end - self.first)
 
 
 class Pacer:
@@ -331,6 +346,17 @@ class PeerBase(ABC):
         """Jobs per second from the first handler start until all ``n`` are seen completed
         and, when ``exported`` is given (a traced drain), until it says the telemetry of every
         attempt has arrived."""
+        return self.drain_run(n, concurrency, exported).jobs_per_s(n)
+
+    def drain_run(
+        self,
+        n: int,
+        concurrency: int,
+        exported: Callable[[], bool] | None = None,
+        runner_cpu: bool = False,
+    ) -> DrainRun:
+        """:meth:`drain`'s moments; with ``runner_cpu``, also the runner's CPU time from its
+        first attempt (its startup left out) to the drained queue, read from ``/proc``."""
         self._enqueue_batches(n, DRAIN_INSERT_BATCH)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             # Planner statistics as autovacuum would have them in steady state: right after
@@ -338,14 +364,26 @@ class PeerBase(ABC):
             # can turn every dequeue into a scan of the whole backlog.
             conn.execute("ANALYZE")
             with self.runner(concurrency, False) as runner:
-                end = self._wait_drained(conn, n, runner)
-                if exported is not None:
-                    end = self._wait_exported(exported, runner)
+                cpu_from = self._first_attempt_cpu(runner) if runner_cpu else None
+                drained = self._wait_drained(conn, n, runner)
+                cpu = None if cpu_from is None else cpu_seconds(runner.pid) - cpu_from
+                end = drained if exported is None else self._wait_exported(exported, runner)
                 first = runner.first_start()
             completed = self._count_completed(conn)
         if completed != n:
             raise RuntimeError(f"{self.name}: {completed} of {n} jobs completed successfully")
-        return n / (end - first)
+        return DrainRun(first, drained, end, cpu)
+
+    @staticmethod
+    def _first_attempt_cpu(runner: RunnerProcess) -> float:
+        """The runner's CPU seconds once its first attempt has started."""
+        deadline = time.perf_counter() + RUNNER_READY_TIMEOUT
+        while not runner.events():
+            runner.check_alive()
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"no attempt started within {RUNNER_READY_TIMEOUT}s")
+            time.sleep(0.002)
+        return cpu_seconds(runner.pid)
 
     def _wait_drained(self, conn: psycopg.Connection, n: int, runner: RunnerProcess) -> float:
         deadline = time.perf_counter() + DRAIN_TIMEOUT
