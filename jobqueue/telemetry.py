@@ -90,23 +90,57 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    span_exporter, metric_exporter = _exporters(environ)
-    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins).
-    resource = Resource.create({SERVICE_NAME: environ.get("OTEL_SERVICE_NAME", service_name)})
-    tracer_provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
-    tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    trace.set_tracer_provider(tracer_provider)
-    _deferred_attempt_spans(tracer_provider, span_exporter, resource)
-
     class Reader(JobTimesReader, PeriodicExportingMetricReader):
         """The OTLP metric exporter's reader, with the engine's job histograms."""
 
-    reader = Reader(metric_exporter)  # OTEL_METRIC_EXPORT_INTERVAL
+    span_exporter, metric_exporter = _exporters(environ)
+    # Both read their OTEL_* variables and refuse some values: made before anything is installed
+    with _refused_as_configuration(environ, BATCH_VARIABLES, BATCH_RULE):
+        processor = BatchSpanProcessor(span_exporter)
+    with _refused_as_configuration(environ, METRIC_VARIABLES, METRIC_RULE):
+        reader = Reader(metric_exporter)
+    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins).
+    resource = Resource.create({SERVICE_NAME: environ.get("OTEL_SERVICE_NAME", service_name)})
+    tracer_provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
+    tracer_provider.add_span_processor(processor)
+    trace.set_tracer_provider(tracer_provider)
+    _deferred_attempt_spans(tracer_provider, span_exporter, resource)
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
     install_log_correlation()
     _configured_pid = _pid
     log.info("exporting traces and metrics over OTLP as %s", resource.attributes[SERVICE_NAME])
     return True
+
+
+# What the SDK's batch processor and metric reader read, and what they accept.
+BATCH_VARIABLES = (
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+)
+BATCH_RULE = (
+    "each to a whole number above 0, with OTEL_BSP_MAX_EXPORT_BATCH_SIZE at most "
+    "OTEL_BSP_MAX_QUEUE_SIZE (unset, they are 5000, 2048 and 512)"
+)
+METRIC_VARIABLES = ("OTEL_METRIC_EXPORT_INTERVAL",)
+METRIC_RULE = "it to a number of milliseconds above 0 (unset, it is 60000)"
+
+
+@contextmanager
+def _refused_as_configuration(
+    environ: Mapping[str, str], names: Sequence[str], rule: str
+) -> Iterator[None]:
+    """The SDK's refusal of its settings (a bare ValueError, which stopped a worker with a
+    traceback) as a ConfigurationError naming the variables and what they must be."""
+    try:
+        yield
+    except ValueError as error:
+        given = ", ".join(f"{name}={environ[name]!r}" for name in names if name in environ)
+        reason = " ".join(str(error).split()).rstrip(".")
+        raise ConfigurationError(
+            f"{given or ' or '.join(names)} is refused by the OpenTelemetry SDK ({reason}): "
+            f"set {rule}"
+        ) from None
 
 
 # The provider configure made and the sink of its deferred attempt spans (attempt_export).

@@ -259,6 +259,29 @@ def test_bad_settings_stop_the_start_with_one_sentence(database_url: str) -> Non
         ]
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("OTEL_BSP_SCHEDULE_DELAY", "-5", "schedule_delay_millis must be positive"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "10", "max_export_batch_size must be less than or equal"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "0", "interval value 0.0 is invalid"),
+    ],
+)
+def test_telemetry_settings_the_sdk_refuses_stop_the_start_with_one_sentence(
+    database_url: str, variable: str, value: str, reason: str
+) -> None:
+    """The SDK raised a bare ValueError for these, and the worker died with a traceback."""
+    worker = WorkerProcess(
+        database_url, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", variable: value}
+    )
+    assert worker.wait() == 78
+    assert len(worker.lines) == 1
+    assert worker.lines[0].startswith(
+        f"worker.py: {variable}={value!r} is refused by the OpenTelemetry SDK ({reason}"
+    )
+    assert "): set " in worker.lines[0]
+
+
 def test_a_worker_that_cannot_boot_says_why_with_a_named_exit_code(
     database_url: str, template_database: str
 ) -> None:
