@@ -4,12 +4,12 @@ The runner is the one `worker.py --single` runs (jobqueue.runner.Runner), in an 
 set up as worker.py sets its own (WorkerSettings.configure_interpreter: the collector's
 threshold; until 2026-12-03, late evening, the bench's runner kept Python's 700), with the
 benchmark's concurrency as the queue's thread count (jobs handled at once) and its adaptive
-prefetch left on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``,
-which is empty: the one throughput knob the worker reference offers for short jobs,
-``prefetch`` (at most 50 by default, adapted below that), did not measurably help at 200 in
-two trials of `make bench` on the shared machine on 2026-12-01 (1,559 vs 910 jobs/s, then 989
-vs 1,549: noise), so Pauta's best tuning is its defaults, and the two profiles measure the
-same runner twice in each run, which shows the run's own noise. Enqueue goes through
+prefetch left on. Profiles: ``defaults`` changes no other setting; ``best`` sets ``BEST``:
+the one throughput knob the worker reference offers for short jobs, ``prefetch`` (the most
+a queue claims ahead, adapted below it; 500 by default), at 1,000. In three comparisons of
+20,000-job drains on 2026-12-04, night (`python -m bench.tracing_cpu --prefetch 50,500,1000`
+and two one-off scripts, docs/benchmarks.md), 1,000 drained faster than 500 each time, by
+6-11% untraced and 1-13% traced; 2,000 was no faster than 1,000. Enqueue goes through
 `enqueue` and `enqueue_many` on an autocommit connection, so each single enqueue is its own
 transaction.
 The handler records its start in the events file named by BENCH_EVENTS (set by the runner
@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "bench_probe"
-BEST: dict[str, Any] = {}
+BEST: dict[str, Any] = {"prefetch": 1000}
 
 EVENTS = "BENCH_EVENTS"
 TRACING_WITHOUT = "BENCH_TRACING_WITHOUT"
+PREFETCH = "BENCH_PREFETCH"  # the runner's prefetch cap, when set (bench.tracing_cpu --prefetch)
 RECORD_ALL = "BENCH_RECORD_ALL"
 
 _recorder: Recorder | None = (
@@ -68,8 +69,8 @@ class Peer(PeerBase):
     name = "pauta"
     version = version("pauta")
     PROFILES: ClassVar[dict[str, str]] = {
-        "defaults": "worker settings' defaults (prefetch up to 50, fair shares on)",
-        "best": "the defaults (no knob measured better)",
+        "defaults": "worker settings' defaults (prefetch up to 500, fair shares on)",
+        "best": "the defaults but prefetch up to 1,000",
     }
 
     def setup(self) -> None:
@@ -158,6 +159,8 @@ def run_runner(**settings: Any) -> None:
     telemetry.configure("pauta-worker")  # as worker.py does: on only when OTEL_* say so
     switch_off_tracing_parts(os.environ.get(TRACING_WITHOUT, ""))
     tuning = {**(BEST if args.profile == "best" else {}), **settings}
+    if PREFETCH in os.environ:
+        tuning["prefetch"] = int(os.environ[PREFETCH])
     worker_settings = WorkerSettings(
         database_url=args.dsn, queues={"default": args.concurrency}, **tuning
     )

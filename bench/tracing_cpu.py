@@ -4,6 +4,7 @@ loopback), alternating, with the runner's own CPU time read from ``/proc`` from 
 attempt to the drained queue.
 
     DATABASE_URL=postgresql://... python -m bench.tracing_cpu [--jobs 20000] [--rounds 3]
+        [--prefetch 50,500]
 
 The drain's rate moves with the machine from round to round (on a shared 2-core machine, 20%
 between two untraced rounds); the runner's CPU a job moves less, and a traced round minus the
@@ -12,6 +13,9 @@ SDK's set-up) is left out. One JSON line per drain, then the medians: jobs per s
 last span received, as ``make bench`` counts a traced drain, and to the drained queue), how
 long the last span came after the queue was drained, CPU µs a job, the on/off ratio and the
 traced minus untraced CPU of each round. Linux only (/proc).
+
+``--prefetch`` measures the runner with each of these prefetch caps in turn, within each round
+(its lines and medians name the cap); without it, the runner's default.
 """
 
 import argparse
@@ -21,15 +25,18 @@ import statistics
 import sys
 
 from bench.pages import scratch_database
-from bench.pauta_system import Peer, attempts_exported
+from bench.pauta_system import PREFETCH, Peer, attempts_exported
 from bench.telemetry_overhead import otel_on, set_telemetry
 from devtools.otlp_receiver import Receiver
 
 MODES = ("off", "on")
 
 
-def drain(peer: Peer, jobs: int, receiver: Receiver, mode: str) -> dict[str, float]:
+def drain(
+    peer: Peer, jobs: int, receiver: Receiver, mode: str, prefetch: int | None
+) -> dict[str, float]:
     set_telemetry(otel_on(receiver) if mode == "on" else None)
+    peer.runner_environment = {} if prefetch is None else {PREFETCH: str(prefetch)}
     peer.reset()
     exported = attempts_exported(receiver, jobs) if mode == "on" else None
     run = peer.drain_run(jobs, 10, exported, runner_cpu=True)
@@ -42,33 +49,59 @@ def drain(peer: Peer, jobs: int, receiver: Receiver, mode: str) -> dict[str, flo
     }
 
 
+def prefetch_caps(text: str) -> list[int]:
+    """``--prefetch``'s comma-separated caps, each a whole number of 0 or more."""
+    try:
+        caps = [int(part) for part in text.split(",")]
+    except ValueError:
+        caps = []
+    if not caps or min(caps) < 0:
+        raise argparse.ArgumentTypeError(
+            f"takes whole numbers of 0 or more separated by commas, e.g. 50,500; not {text!r}"
+        )
+    return caps
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_cpu", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prefetch", type=prefetch_caps, help="caps to compare, e.g. 50,500")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.rounds < 1:
         parser.error("--jobs and --rounds take a whole number of at least 1")
+    caps: list[int | None] = args.prefetch or [None]
     server = os.environ.get("DATABASE_URL")
     if not server:
         print("set DATABASE_URL to a PostgreSQL server the bench may create databases on",
               file=sys.stderr)  # fmt: skip
         return 2
     receiver = Receiver(keep_spans=False).start()
-    rounds: list[dict[str, dict[str, float]]] = []
+    rounds: dict[int | None, list[dict[str, dict[str, float]]]] = {cap: [] for cap in caps}
     try:
         with scratch_database(server) as url:
             peer = Peer(url)
             peer.setup()
             for number in range(args.rounds):
-                measured = {mode: drain(peer, args.jobs, receiver, mode) for mode in MODES}
-                for mode, figures in measured.items():
-                    print(json.dumps({"round": number, "tracing": mode, **figures}), flush=True)
-                rounds.append(measured)
+                for cap in caps:
+                    named = {} if cap is None else {"prefetch": cap}
+                    measured = {mode: drain(peer, args.jobs, receiver, mode, cap) for mode in MODES}
+                    for mode, figures in measured.items():
+                        line = {"round": number, **named, "tracing": mode, **figures}
+                        print(json.dumps(line), flush=True)
+                    rounds[cap].append(measured)
             set_telemetry(None)
     finally:
         receiver.stop()
-    summary: dict[str, object] = {"summary": "median of rounds"}
+    for cap, measured_rounds in rounds.items():
+        print(json.dumps(summarize(measured_rounds, {} if cap is None else {"prefetch": cap})))
+    return 0
+
+
+def summarize(
+    rounds: list[dict[str, dict[str, float]]], named: dict[str, int]
+) -> dict[str, object]:
+    summary: dict[str, object] = {"summary": "median of rounds", **named}
     for mode in MODES:
         for field in ("jobs_per_s", "jobs_per_s_to_drained", "cpu_us_per_job"):
             summary[f"{field} {mode}"] = statistics.median(r[mode][field] for r in rounds)
@@ -78,8 +111,7 @@ def main(argv: list[str]) -> int:
     summary["traced minus untraced cpu_us_per_job"] = statistics.median(
         round(r["on"]["cpu_us_per_job"] - r["off"]["cpu_us_per_job"], 1) for r in rounds
     )
-    print(json.dumps(summary))
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
