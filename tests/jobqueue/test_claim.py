@@ -233,6 +233,33 @@ def test_the_fair_claim_reads_indexes_only_beside_many_finished_jobs(conn: Conn,
     assert any("jobs_claim_tenant_idx on jobs_live next" in line for line in walks), lines
 
 
+def buffers_read(lines: str) -> int:
+    """The pages a plan's top node read, from memory or disk (EXPLAIN's BUFFERS)."""
+    found = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", lines)
+    assert found is not None, lines
+    return int(found[1]) + int(found[2] or 0)
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+@pytest.mark.parametrize("statement", ["job_claim", "job_claim_fair"])
+def test_a_claim_never_walks_the_scheduled_jobs(conn: Conn, statement: str, plan: str) -> None:
+    """A claim that finds fewer visible jobs than it asks for stops, at each priority, at the
+    first job not yet visible: 40,000 jobs scheduled for later in the queue cost it nothing.
+    Taken in one range ordered by priority, the fair claim read them all (about 310 pages, 2.5
+    ms a claim with 50,000 of them against 0.45 for the plain claim).
+    kills: fair-claim-walks-scheduled-jobs"""
+    [tenant] = make_tenants(conn, 1)
+    for _ in range(40):
+        enqueue_many(conn, [JobRequest("noop", tenant_id=tenant, delay=3600)] * 1000)
+    visible = enqueue(conn, "noop", tenant_id=tenant, priority=1)
+    conn.execute("ANALYZE jobs")
+    params = {"queue": "default", "limit": 10, "worker": "w1", "lease_seconds": 30}
+    lines = explain(conn, statement, params, plan)
+    assert "rows=1 loops=1" in lines.splitlines()[0], lines  # the visible job, claimed
+    assert buffers_read(lines) < 80, lines
+    assert [job.id for job in JobStore(conn).claim("default", 10, "w1", 30, fair=True)] == [visible]
+
+
 @pytest.mark.parametrize("plan", ["custom", "generic"])
 @pytest.mark.parametrize("statement", ["job_claim", "job_claim_fair"])
 def test_a_claim_marks_its_jobs_by_id_however_long_the_queue(
