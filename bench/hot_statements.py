@@ -22,6 +22,14 @@ median of the rounds, and every round's figure):
   tenant and queue, and of 50 tenants;
 - ``claim``: ``job_claim`` of 10 and ``job_finish`` of them, over and over: the claim planned
   afresh at every call or its generic plan reused, with the tenant's foreign key or without;
+- ``fair_claim``: the two claims side by side, ``job_claim_fair`` (the default) and
+  ``job_claim``, each on a session set up as a worker's claiming link sets its own (JIT off,
+  one generic plan, prepared at its first run): claiming 10 and finishing them over and over
+  (a drain's shape), and claiming the one job just enqueued (a listener's shape, a pickup) with
+  none and with 50,000 jobs scheduled for later in the queue. The statements take turns call
+  by call. Before 2026-12-04, night, the fair claim read every scheduled job of the tenant when
+  it found fewer visible ones than its share, as a pickup's claim always does: 2.5 ms a claim
+  with 50,000 scheduled (docs/benchmarks.md);
 - ``finish``: ``job_finish`` of batches of 1, 5 and 50 results (each batch claimed first on
   another connection), the call timed: sent unprepared (parsed, analysed and planned at every
   batch: the engine before 2026-12-02 night), prepared with PostgreSQL's own choice of plan
@@ -332,6 +340,99 @@ def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
         )
 
 
+# (statement, whether JobStore.claim runs it)
+CLAIM_STATEMENTS = [("job_claim_fair", True), ("job_claim", False)]
+SCHEDULED = (0, 50_000)  # jobs scheduled for later, in the queue during the one-job claims
+PICKUPS_VACUUM = 100  # one-job claims between two VACUUMs of jobs_live (the leader's)
+
+
+def claiming_session(url: str) -> JobStore:
+    """A store on a session set up as a worker's claiming link sets its own (jobqueue.connections,
+    ``reuse_plans``): JIT off, one generic plan, prepared at the first run."""
+    connection = psycopg.connect(url, autocommit=True, prepare_threshold=0)
+    connection.execute("SET jit = off")
+    connection.execute("SET plan_cache_mode = force_generic_plan")
+    return JobStore(connection)
+
+
+def fair_claim(url: str, jobs: int, rounds: int, out: Any) -> None:
+    """``job_claim_fair`` against ``job_claim``: claim 10 and finish them until ``jobs`` are
+    done, jobs per second; and ``jobs`` / 100 pickups each (one job enqueued, then claimed with
+    the 10 slots of a listener's claim, then finished), ms per claim, with each of
+    ``SCHEDULED`` jobs scheduled an hour ahead. The statements take turns call by call."""
+    new_jobs, payloads = batch(1000)
+    array = "[" + ",".join(payloads) + "]"
+    later = [replace(job, delay_seconds=3600.0) for job in new_jobs]
+    single_job, single_payload = new_jobs[0], payloads[0]
+    batches: dict[str, list[float]] = {name: [] for name, _ in CLAIM_STATEMENTS}
+    pickups: dict[tuple[str, int], list[list[float]]] = {}
+    with psycopg.connect(url, autocommit=True) as feeding:
+        feeder = JobStore(feeding)
+        claimers = [(name, fair, claiming_session(url)) for name, fair in CLAIM_STATEMENTS]
+        try:
+            for _ in range(rounds):
+                feeding.execute("TRUNCATE jobs CASCADE")
+                for _ in range(-(-2 * jobs // 1000)):  # enough for both statements
+                    feeder.insert_jobs(new_jobs, array)
+                feeding.execute("VACUUM ANALYZE jobs_live")
+                for name, fair, claimer in claimers:
+
+                    def cycle() -> None:
+                        claimed = claimer.claim("default", 10, "bench", 30.0, fair)  # noqa: B023
+                        done = [
+                            AttemptResult(job, "succeeded", None, None, 0, 0) for job in claimed
+                        ]
+                        feeder.finish(done, "bench")
+
+                    batches[name].append(rate(cycle, jobs, 10))
+                for scheduled in SCHEDULED:
+                    feeding.execute("TRUNCATE jobs CASCADE")
+                    for _ in range(scheduled // 1000):
+                        feeder.insert_jobs(later, array)
+                    feeding.execute("VACUUM ANALYZE jobs_live")
+                    taken: dict[str, list[float]] = {name: [] for name, _ in CLAIM_STATEMENTS}
+                    for pickup in range(max(jobs // 100, 10)):
+                        for name, fair, claimer in claimers:
+                            feeder.insert_job(single_job, single_payload)
+                            started = time.perf_counter()
+                            claimed = claimer.claim("default", 10, "bench", 30.0, fair)
+                            taken[name].append((time.perf_counter() - started) * 1000)
+                            if len(claimed) != 1:
+                                raise RuntimeError(f"{name} claimed {len(claimed)} jobs, not 1")
+                            feeder.finish(
+                                [AttemptResult(claimed[0], "succeeded", None, None, 0, 0)], "bench"
+                            )
+                        if pickup % PICKUPS_VACUUM == PICKUPS_VACUUM - 1:
+                            feeding.execute("VACUUM jobs_live")
+                    for name, values in taken.items():
+                        pickups.setdefault((name, scheduled), []).append(values)
+        finally:
+            for _, _, claimer in claimers:
+                claimer.connection.close()
+    for name, values in batches.items():
+        emit(out, _record("fair_claim", name, values, batch=10))
+    for (name, scheduled), per_round in pickups.items():
+        emit(
+            out,
+            {
+                "measure": "fair_claim",
+                "variant": name,
+                "batch": "one job just enqueued, 10 slots",
+                "scheduled": scheduled,
+                "claim_ms_p50": round(
+                    statistics.median(statistics.median(r) for r in per_round), 3
+                ),
+                "claim_ms_p99": round(statistics.median(_p99(r) for r in per_round), 3),
+                "rounds_p50": [round(statistics.median(r), 3) for r in per_round],
+            },
+        )
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 # (label, psycopg's prepare threshold, the finishing session's plan_cache_mode)
 FINISH_VARIANTS: list[tuple[str, int | None, str]] = [
     ("unprepared, planned per batch (before)", None, "auto"),
@@ -401,7 +502,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--only", choices=("bulk", "single", "tenant_check", "insert_trigger", "claim", "finish")
+        "--only",
+        choices=(
+            "bulk",
+            "single",
+            "tenant_check",
+            "insert_trigger",
+            "claim",
+            "fair_claim",
+            "finish",
+        ),
     )
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args(argv)
@@ -420,6 +530,7 @@ def main(argv: list[str]) -> int:
                 ("tenant_check", tenant_check),
                 ("insert_trigger", insert_trigger),
                 ("claim", claim),
+                ("fair_claim", fair_claim),
                 ("finish", finish),
             ):
                 if args.only in (None, name):
