@@ -26,10 +26,10 @@ median of the rounds, and every round's figure):
   ``job_claim``, each on a session set up as a worker's claiming link sets its own (JIT off,
   one generic plan, prepared at its first run): claiming 10 and finishing them over and over
   (a drain's shape), and claiming the one job just enqueued (a listener's shape, a pickup) with
-  none and with 50,000 jobs scheduled for later in the queue. The statements take turns call
-  by call. Before 2026-12-04, night, the fair claim read every scheduled job of the tenant when
-  it found fewer visible ones than its share, as a pickup's claim always does: 2.5 ms a claim
-  with 50,000 scheduled (docs/benchmarks.md);
+  none and with 50,000 jobs scheduled for later in the queue. The statements take turns
+  within each round, and pickup by pickup. Before 2026-12-04, night, the fair claim read every
+  scheduled job of the tenant when it found fewer visible ones than its share, as a pickup's
+  claim always does: 2.5 ms a claim with 50,000 scheduled (docs/benchmarks.md);
 - ``finish``: ``job_finish`` of batches of 1, 5 and 50 results (each batch claimed first on
   another connection), the call timed: sent unprepared (parsed, analysed and planned at every
   batch: the engine before 2026-12-02 night), prepared with PostgreSQL's own choice of plan
@@ -359,7 +359,8 @@ def fair_claim(url: str, jobs: int, rounds: int, out: Any) -> None:
     """``job_claim_fair`` against ``job_claim``: claim 10 and finish them until ``jobs`` are
     done, jobs per second; and ``jobs`` / 100 pickups each (one job enqueued, then claimed with
     the 10 slots of a listener's claim, then finished), ms per claim, with each of
-    ``SCHEDULED`` jobs scheduled an hour ahead. The statements take turns call by call."""
+    ``SCHEDULED`` jobs scheduled an hour ahead. The statements take turns within each round
+    (the drain's shape, one after the other) and pickup by pickup."""
     new_jobs, payloads = batch(1000)
     array = "[" + ",".join(payloads) + "]"
     later = [replace(job, delay_seconds=3600.0) for job in new_jobs]
