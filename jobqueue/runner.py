@@ -62,6 +62,8 @@ WATCH_SECONDS = 0.1  # how often the watchdog looks for attempts past their time
 
 log = logging.getLogger("jobqueue.runner")
 
+Claimed = tuple[list[ClaimedJob], float]  # a claim's jobs and their payloads' mean bytes
+
 
 class Prefetch:
     """How many jobs beyond its threads a consumer claims ahead.
@@ -69,16 +71,21 @@ class Prefetch:
     Enough, for short jobs, that the threads do not wait for the next claim's round trip; none
     for long jobs, which would otherwise wait in this process's buffer while another worker is
     idle. The estimate follows moving averages of the jobs' run time and the claim's latency,
-    and never exceeds the ``prefetch`` setting.
+    and never exceeds the ``prefetch`` setting, nor, in payload bytes, ``prefetch_bytes``
+    (``budget``): a job's payload is reckoned at the largest claim's mean lately (a claim of
+    larger payloads counts at once, one of smaller ones brings it down slowly), so that jobs
+    of big payloads are not claimed ahead by the hundred.
     """
 
     SMOOTHING = 0.2
 
-    def __init__(self, threads: int, maximum: int) -> None:
+    def __init__(self, threads: int, maximum: int, budget: int) -> None:
         self.threads = threads
         self.maximum = maximum
+        self.budget = budget  # bytes of payload JSON
         self.runtime: float | None = None  # seconds, moving average; None until a job ran
         self.claim_latency = 0.001  # seconds, moving average
+        self.payload_bytes: float | None = None  # a job's, as above; None until a claim found one
 
     def observe_runtime(self, seconds: float) -> None:
         # Worker threads race here; under the GIL a lost update only delays the average.
@@ -90,11 +97,21 @@ class Prefetch:
     def observe_claim(self, seconds: float) -> None:
         self.claim_latency += self.SMOOTHING * (seconds - self.claim_latency)
 
+    def observe_payloads(self, mean: float) -> None:
+        """A claim whose jobs' payloads were ``mean`` bytes each."""
+        previous = self.payload_bytes
+        if previous is None or mean > previous:
+            self.payload_bytes = mean
+        else:
+            self.payload_bytes = previous + self.SMOOTHING * (mean - previous)
+
     def amount(self) -> int:
         if self.runtime is None or self.maximum == 0:
             return 0
         # What the threads get through during two claim round trips.
         wanted = 2 * self.threads * self.claim_latency / max(self.runtime, 1e-6)
+        if self.payload_bytes:
+            wanted = min(wanted, self.budget / self.payload_bytes)
         return min(self.maximum, math.floor(wanted))
 
 
@@ -140,7 +157,7 @@ class Consumer:
         # worth of jobs a thread.
         batch = max((task.batch for task in runner.tasks if task.queue == queue), default=1)
         self.group_size = GroupSize(batch, runner.settings.group_target_seconds)
-        self.prefetch = Prefetch(threads, runner.settings.prefetch)
+        self.prefetch = Prefetch(threads, runner.settings.prefetch, runner.settings.prefetch_bytes)
         self.wake = threading.Event()
         # the queue's rate limit as (starts, period seconds), learnt at start and each heartbeat
         self.rate_limit: tuple[int, float] | None = None
@@ -215,9 +232,9 @@ class Consumer:
         queue's bucket; the plan, generic, is the same for every queue."""
         self._claim(store, 0, NO_QUEUE)
 
-    def _claim(self, store: JobStore, limit: int, queue: str | None = None) -> list[ClaimedJob]:
+    def _claim(self, store: JobStore, limit: int, queue: str | None = None) -> Claimed:
         settings = self.runner.settings
-        return store.claim(
+        return store.claim_measured(
             self.queue if queue is None else queue,
             limit,
             self.runner.worker_id,
@@ -225,7 +242,7 @@ class Consumer:
             settings.fair_tenants,
         )
 
-    def _claim_with(self, run: Callable[[Callable[[JobStore], list[ClaimedJob]]], Any]) -> bool:
+    def _claim_with(self, run: Callable[[Callable[[JobStore], Claimed]], Any]) -> bool:
         """Claim for the free slots, running the claim through ``run`` (a connection's way of
         calling a store). Returns True when every slot asked for was filled.
 
@@ -240,15 +257,17 @@ class Consumer:
             self._outstanding += free
         runner = self.runner
         jobs: list[ClaimedJob] = []
+        payload_bytes = 0.0
         started = time.perf_counter()
         lease_from = time.monotonic()  # the lease runs from no later than this
         try:
-            jobs = run(lambda store: self._claim(store, free)) or []
+            jobs, payload_bytes = run(lambda store: self._claim(store, free)) or ([], 0.0)
         finally:
             with self._lock:
                 self._outstanding -= free - len(jobs)
         self.prefetch.observe_claim(time.perf_counter() - started)
         if jobs:
+            self.prefetch.observe_payloads(payload_bytes)
             runner.hold(jobs, lease_from)
             for job in jobs:
                 self._buffer.put(job)

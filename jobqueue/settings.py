@@ -19,6 +19,7 @@ DEFAULT_HEARTBEAT_SECONDS = 10.0
 DEFAULT_POLL_SECONDS = 1.0
 DEFAULT_GRACE_SECONDS = 25.0
 DEFAULT_PREFETCH = 500  # at most; see jobqueue.runner.Prefetch
+DEFAULT_PREFETCH_BYTES = 8 * 1024 * 1024  # of payloads' JSON, at most; the same
 DEFAULT_SWEEP_SECONDS = 5.0
 DEFAULT_PRUNE_SECONDS = 300.0
 DEFAULT_VACUUM_SECONDS = 30.0  # only where autovacuum does not vacuum the churning tables
@@ -63,6 +64,7 @@ class WorkerSettings:
     poll_seconds: float = DEFAULT_POLL_SECONDS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     prefetch: int = DEFAULT_PREFETCH
+    prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
     sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     prune_seconds: float = DEFAULT_PRUNE_SECONDS
     vacuum_seconds: float = DEFAULT_VACUUM_SECONDS

@@ -47,6 +47,10 @@ class ClaimedJob:
     timeout_seconds: float | None = None  # given at enqueue; None: the task's or the default
 
 
+PAYLOAD_COLUMN = 4  # the claims' RETURNING lists ClaimedJob's fields in order
+PAYLOAD_SAMPLE = 16  # rows of a claim whose payload's size is read (each read copies it)
+
+
 @dataclass(frozen=True, slots=True)
 class RescuedJob:
     id: int
@@ -183,12 +187,26 @@ class JobStore:
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` visible jobs of ``queue``; ``fair`` shares the claim between the
         tenants with waiting jobs (job_claim_fair) instead of taking them in queue order."""
+        return self.claim_measured(queue, limit, worker, lease_seconds, fair)[0]
+
+    def claim_measured(
+        self, queue: str, limit: int, worker: str, lease_seconds: float, fair: bool = False
+    ) -> tuple[list[ClaimedJob], float]:
+        """:meth:`claim`, and the mean size in bytes of the claimed jobs' payloads as the server
+        sent them (their JSON text), from at most ``PAYLOAD_SAMPLE`` of them spread over the
+        claim (0 when it claimed nothing)."""
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
         statement = "job_claim_fair" if fair else "job_claim"
-        jobs = [ClaimedJob(*row) for row in self._execute(statement, params)]
+        cursor = self._execute(statement, params)
+        jobs = [ClaimedJob(*row) for row in cursor]
+        sizes = []
+        if (result := cursor.pgresult) is not None:
+            rows = result.ntuples
+            for row in range(0, rows, max(1, -(-rows // PAYLOAD_SAMPLE))):
+                sizes.append(len(result.get_value(row, PAYLOAD_COLUMN) or b""))
         # UPDATE ... RETURNING keeps no order: run them in the order they were picked.
         jobs.sort(key=lambda job: (job.priority, job.available_at, job.id))
-        return jobs
+        return jobs, sum(sizes) / len(sizes) if sizes else 0.0
 
     def finish(
         self, results: Sequence[AttemptResult], worker: str

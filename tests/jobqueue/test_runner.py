@@ -226,3 +226,45 @@ def test_the_listeners_claim_for_no_job_leaves_a_rate_limited_queues_bucket_alon
         assert conn.execute(bucket).fetchone() != before
     finally:
         link.close()
+
+
+def test_a_queue_of_big_payloads_claims_ahead_only_what_prefetch_bytes_allows(
+    conn: Conn, database_url: str
+) -> None:
+    """60 no-op jobs of 100 kB payloads, two threads, up to 500 claimed ahead by count (jobs
+    this short would be) but 250 kB of payloads: at most two ahead, so no claim takes more than
+    four jobs. A claim stamps its jobs' started_at with its transaction's time: the attempts'
+    rows, grouped by it, are the claims. kills: prefetch-ignores-payload-bytes,
+    claim-measures-no-payload"""
+    tasks = TaskRegistry()
+    done = threading.Event()
+    ran: list[int] = []
+
+    @tasks.task("carry")
+    def carry(seq: int, blob: str) -> None:
+        ran.append(seq)
+        if len(ran) == 60:
+            done.set()
+
+    blob = "x" * 100_000
+    enqueue_many(
+        conn, [JobRequest("carry", {"seq": n, "blob": blob}) for n in range(60)], tasks=tasks
+    )
+    settings = WorkerSettings(
+        database_url=database_url,
+        queues={"default": 2},
+        prefetch=500,
+        prefetch_bytes=250_000,
+        maintenance=False,
+    )
+    runner = Runner(settings, tasks=tasks)
+    runner.start()
+    try:
+        assert done.wait(60)
+    finally:
+        runner.stop()
+    claims = conn.execute(
+        "SELECT count(*) FROM job_attempts WHERE outcome = 'succeeded' GROUP BY started_at"
+    ).fetchall()
+    assert sum(size for (size,) in claims) == 60
+    assert max(size for (size,) in claims) <= 4
