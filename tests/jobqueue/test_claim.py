@@ -326,3 +326,17 @@ def test_the_claim_of_an_unlimited_queue_locks_no_queue_row(conn: Conn, database
         assert len(store.claim("default", 2, "w1", 30)) == 2
         assert len(store.claim("default", 2, "w1", 30, fair=True)) == 2
         conn.execute("RESET lock_timeout")
+
+
+def test_a_claim_measures_its_payloads_as_the_server_sent_them(conn: Conn) -> None:
+    """claim_measured gives the mean size of the claimed payloads' JSON text, read from a
+    sample spread over a claim of more rows than it reads (40 here, 16 read), for the runner's
+    prefetch_bytes; a claim that found nothing measures 0. The payloads' size is what the test
+    knows, so reading another column, or none, fails. kills: claim-measures-no-payload"""
+    payload = {"blob": "x" * 1000}
+    enqueue_many(conn, [JobRequest("noop", payload) for _ in range(40)])
+    store = JobStore(conn)
+    jobs, mean = store.claim_measured("default", 40, "w1", 30, fair=True)
+    assert len(jobs) == 40
+    assert mean == len('{"blob": "' + "x" * 1000 + '"}')  # jsonb's text: a space after the colon
+    assert store.claim_measured("default", 40, "w1", 30) == ([], 0.0)
