@@ -220,19 +220,25 @@ class Consumer:
 
     def claim_now(self, store: JobStore) -> None:
         """Claim on the caller's connection at once: the listener calls this when a job of this
-        queue has just been committed, which saves a thread's wake-up on the way to the job."""
+        queue has just been committed, which saves a thread's wake-up on the way to the job. A
+        queue without a rate limit is claimed by ``job_claim_sole`` first: a queue that was
+        idle holds that one job, and takes it without the full claim's walks."""
         if not self.runner.stopping.is_set():
-            self._claim_with(lambda claim: claim(store))
+            self._claim_with(lambda claim: claim(store), sole_first=self.rate_limit is None)
 
     def prepare_claim(self, store: JobStore) -> None:
         """Run the claim for no job on ``store``'s connection, which prepares and plans it there
         (and loads what the server needs to plan it): the first real claim, when the listener is
         woken for a job, then finds its plan made. It claims in a queue no job can be in (its
         name is not a queue name), so it locks and writes nothing, not even a rate-limited
-        queue's bucket; the plan, generic, is the same for every queue."""
+        queue's bucket; the plan, generic, is the same for every queue. So for
+        ``job_claim_sole``, the listener's first claim of a job."""
         self._claim(store, 0, NO_QUEUE)
+        self._claim(store, 1, NO_QUEUE, sole_first=True)
 
-    def _claim(self, store: JobStore, limit: int, queue: str | None = None) -> Claimed:
+    def _claim(
+        self, store: JobStore, limit: int, queue: str | None = None, sole_first: bool = False
+    ) -> Claimed:
         settings = self.runner.settings
         return store.claim_measured(
             self.queue if queue is None else queue,
@@ -240,9 +246,12 @@ class Consumer:
             self.runner.worker_id,
             settings.lease_seconds,
             settings.fair_tenants,
+            sole_first,
         )
 
-    def _claim_with(self, run: Callable[[Callable[[JobStore], Claimed]], Any]) -> bool:
+    def _claim_with(
+        self, run: Callable[[Callable[[JobStore], Claimed]], Any], sole_first: bool = False
+    ) -> bool:
         """Claim for the free slots, running the claim through ``run`` (a connection's way of
         calling a store). Returns True when every slot asked for was filled.
 
@@ -261,7 +270,8 @@ class Consumer:
         started = time.perf_counter()
         lease_from = time.monotonic()  # the lease runs from no later than this
         try:
-            jobs, payload_bytes = run(lambda store: self._claim(store, free)) or ([], 0.0)
+            claimed = run(lambda store: self._claim(store, free, sole_first=sole_first))
+            jobs, payload_bytes = claimed or ([], 0.0)
         finally:
             with self._lock:
                 self._outstanding -= free - len(jobs)

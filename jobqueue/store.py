@@ -190,12 +190,29 @@ class JobStore:
         return self.claim_measured(queue, limit, worker, lease_seconds, fair)[0]
 
     def claim_measured(
-        self, queue: str, limit: int, worker: str, lease_seconds: float, fair: bool = False
+        self,
+        queue: str,
+        limit: int,
+        worker: str,
+        lease_seconds: float,
+        fair: bool = False,
+        sole_first: bool = False,
     ) -> tuple[list[ClaimedJob], float]:
         """:meth:`claim`, and the mean size in bytes of the claimed jobs' payloads as the server
         sent them (their JSON text), from at most ``PAYLOAD_SAMPLE`` of them spread over the
-        claim (0 when it claimed nothing)."""
+        claim (0 when it claimed nothing). With ``sole_first`` (the listener's claims), a queue
+        that holds at most one available job is claimed by ``job_claim_sole``, which takes what
+        the full claim would; any other by the full claim, after it."""
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
+        if sole_first and limit > 0:
+            cursor = self._execute("job_claim_sole", params)
+            row = _one(cursor)
+            if not row[-1]:  # not a case for the full claim: this is the claim
+                if row[0] is None:
+                    return [], 0.0
+                result = cursor.pgresult
+                size = len(result.get_value(0, PAYLOAD_COLUMN) or b"") if result else 0
+                return [ClaimedJob(*row[:-1])], float(size)
         statement = "job_claim_fair" if fair else "job_claim"
         cursor = self._execute(statement, params)
         jobs = [ClaimedJob(*row) for row in cursor]

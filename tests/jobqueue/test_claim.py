@@ -340,3 +340,146 @@ def test_a_claim_measures_its_payloads_as_the_server_sent_them(conn: Conn) -> No
     assert len(jobs) == 40
     assert mean == len('{"blob": "' + "x" * 1000 + '"}')  # jsonb's text: a space after the colon
     assert store.claim_measured("default", 40, "w1", 30) == ([], 0.0)
+
+
+# -- the listener's claim of an idle queue's one job (job_claim_sole) ---------------------------
+
+
+def claim_sole(conn: Conn, queue: str = "default") -> tuple[list[int], bool]:
+    """What job_claim_sole answers: the ids it claimed, and whether the full claim must follow."""
+    params = {"queue": queue, "limit": 10, "worker": "w1", "lease_seconds": 30}
+    row = conn.execute(JobStore(conn)._queries["job_claim_sole"].sql, params).fetchone()
+    assert row is not None
+    return ([] if row[0] is None else [row[0]]), row[-1]
+
+
+def state(conn: Conn, job_id: int) -> str:
+    return str(job_row(conn, job_id)["state"])
+
+
+def test_the_sole_claim_takes_the_one_job_of_an_idle_queue_as_the_full_claim_would(
+    conn: Conn,
+) -> None:
+    only = enqueue(conn, "noop")
+    assert claim_sole(conn) == ([only], False)
+    row = job_row(conn, only)
+    assert (row["state"], row["attempt"], row["locked_by"]) == ("running", 1, "w1")
+    lease = scalar(
+        conn,
+        "SELECT extract(epoch FROM lease_expires_at - started_at) FROM jobs WHERE id = %s",
+        only,
+    )
+    assert float(lease) == 30
+    assert claim_sole(conn) == ([], False), "an empty queue: nothing, and no full claim after"
+    again = enqueue(conn, "noop")
+    store = JobStore(conn)
+    for fair in (False, True):
+        assert [job.id for job in store.claim_measured("default", 10, "w1", 30, fair, True)[0]] == (
+            [again] if not fair else []
+        )
+
+
+def test_the_sole_claim_leaves_a_queue_of_two_jobs_to_the_full_claim(conn: Conn) -> None:
+    """With two jobs or more the sole claim takes none of them: the full claim, after it, takes
+    the visible one first in priority order; a scheduled job of a more urgent priority counts.
+    kills: sole-claim-reads-one-entry, sole-claim-counts-past-two"""
+    store = JobStore(conn)
+    for fair in (False, True):
+        later = enqueue(conn, "noop", priority=5)
+        sooner = enqueue(conn, "noop", priority=0)
+        assert claim_sole(conn) == ([], True)
+        assert (state(conn, later), state(conn, sooner)) == ("available", "available")
+        jobs, _ = store.claim_measured("default", 1, "w1", 30, fair, sole_first=True)
+        assert [job.id for job in jobs] == [sooner]
+        assert state(conn, later) == "available"
+        assert [job.id for job in store.claim("default", 1, "w1", 30, fair)] == [later]
+        scheduled = enqueue(conn, "noop", priority=0, delay=3600)
+        visible = enqueue(conn, "noop", priority=5)
+        assert claim_sole(conn) == ([], True)
+        jobs, _ = store.claim_measured("default", 10, "w1", 30, fair, sole_first=True)
+        assert [job.id for job in jobs] == [visible]
+        assert state(conn, scheduled) == "available"
+        conn.execute("DELETE FROM jobs WHERE id = %s", (scheduled,))
+
+
+def test_the_sole_claim_takes_nothing_scheduled_nor_of_a_paused_queue(conn: Conn) -> None:
+    """kills: sole-claim-ignores-pause, sole-claim-takes-scheduled-job"""
+    store = JobStore(conn)
+    scheduled = enqueue(conn, "noop", delay=3600)
+    assert claim_sole(conn) == ([], False)
+    assert state(conn, scheduled) == "available"
+    conn.execute("DELETE FROM jobs WHERE id = %s", (scheduled,))
+    only = enqueue(conn, "noop")
+    store.pause_queue("default", "test")
+    assert claim_sole(conn) == ([], False)
+    assert store.claim_measured("default", 10, "w1", 30, True, sole_first=True) == ([], 0.0)
+    assert state(conn, only) == "available"
+    store.resume_queue("default")
+    assert claim_sole(conn) == ([only], False)
+
+
+def test_the_sole_claim_leaves_a_rate_limited_queue_to_the_full_claim(conn: Conn) -> None:
+    """A rate-limited queue's one job waits for its bucket's token: only the full claim spends
+    it. kills: sole-claim-ignores-rate-limit"""
+    store = JobStore(conn)
+    only = enqueue(conn, "noop")
+    store.set_rate_limit("default", 40, 60.0, "test")
+    conn.execute("UPDATE queues SET rate_tokens = 0, rate_refilled_at = clock_timestamp()")
+    assert claim_sole(conn) == ([], True)
+    assert store.claim_measured("default", 10, "w1", 30, True, sole_first=True) == ([], 0.0)
+    assert state(conn, only) == "available"
+    conn.execute("UPDATE queues SET rate_refilled_at = clock_timestamp() - interval '1 h'")
+    jobs, _ = store.claim_measured("default", 10, "w1", 30, True, sole_first=True)
+    assert [job.id for job in jobs] == [only]
+    assert scalar(conn, "SELECT rate_tokens FROM queues WHERE name = 'default'") < 10
+
+
+def test_the_sole_claim_skips_its_job_locked_elsewhere_instead_of_waiting(
+    database_url: str, conn: Conn
+) -> None:
+    """kills: sole-claim-waits-instead-of-skipping"""
+    only = enqueue(conn, "noop")
+    with (
+        psycopg.connect(database_url) as holder,
+        psycopg.connect(database_url, autocommit=True) as claimer,
+    ):
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (only,))
+        claimer.execute("SET lock_timeout = '500ms'")
+        assert claim_sole(claimer) == ([], False)
+        holder.rollback()
+        assert claim_sole(claimer) == ([only], False)
+
+
+def test_the_sole_claim_measures_its_payload(conn: Conn) -> None:
+    enqueue(conn, "noop", {"blob": "x" * 1000})
+    jobs, mean = JobStore(conn).claim_measured("default", 10, "w1", 30, True, sole_first=True)
+    assert len(jobs) == 1
+    assert mean == len('{"blob": "' + "x" * 1000 + '"}')
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+@pytest.mark.parametrize("waiting_in", ["default", "other"])
+def test_the_sole_claim_reads_two_jobs_of_its_queue_however_many_wait(
+    conn: Conn, plan: str, waiting_in: str
+) -> None:
+    """Beside 100,000 finished jobs, with 40,000 waiting in its queue or in another one, the
+    sole claim reads only jobs_live and queues, stops at its queue's second job (a few pages)
+    and hands over to the full claim."""
+    conn.execute(
+        """
+        INSERT INTO jobs (tenant_id, queue, task, state, attempt, finished_at)
+        SELECT 1, 'default', 'noop', CASE WHEN i % 10 = 0 THEN 'dead' ELSE 'succeeded' END, 1,
+               now()
+        FROM generate_series(1, 100000) AS i
+        """
+    )
+    for _ in range(40):
+        enqueue_many(conn, [JobRequest("noop", queue=waiting_in)] * 1000)
+    enqueue_many(conn, [JobRequest("noop")] * 2)
+    conn.execute("ANALYZE jobs")
+    params = {"queue": "default", "limit": 10, "worker": "w1", "lease_seconds": 30}
+    lines = explain(conn, "job_claim_sole", params, plan)
+    read = set(re.findall(r"(?:Seq Scan|Index (?:Only )?Scan using \w+|Update) on (\w+)", lines))
+    assert read <= {"jobs", "jobs_live", "queues"}, lines
+    assert buffers_read(lines) < 20, lines
+    assert claim_sole(conn) == ([], True)

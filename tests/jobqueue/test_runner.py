@@ -122,9 +122,16 @@ def _processed(memory: MemoryTelemetry) -> dict[str, int]:
     }
 
 
-CLAIM_PLANS = (  # a claim's plans; this query is prepared too, where everything is at once
+# The full claim's plans (job_claim or job_claim_fair, which walk with WITH RECURSIVE), and the
+# listener's claim of an idle queue's one job (job_claim_sole); these queries are prepared too,
+# where everything is at once.
+CLAIM_PLANS = (
     "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-    " WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%' AND statement NOT LIKE '%%pg_prepared%%'"
+    " WHERE statement LIKE 'WITH RECURSIVE%%' AND statement NOT LIKE '%%pg_prepared%%'"
+)
+SOLE_CLAIM_PLANS = (
+    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+    " WHERE statement LIKE '%%seen AS MATERIALIZED%%' AND statement NOT LIKE '%%pg_prepared%%'"
 )
 
 
@@ -153,17 +160,46 @@ def test_the_fetch_link_reuses_the_claims_generic_plan(conn: Conn, database_url:
 
 def test_the_listener_has_the_claim_planned_before_the_first_job(database_url: str) -> None:
     """The listener claims only when woken for a job; its first claims, planned afresh at
-    first, were the slowest pickups of a latency run. Once connected it has run the claim for
-    no job, so the statement is prepared and its plan made. kills: listener-claim-unprepared,
-    claiming-link-prepares-late"""
+    first, were the slowest pickups of a latency run. Once connected it has run both its claims
+    for no job, so the statements are prepared and their plans made. kills:
+    listener-claim-unprepared, claiming-link-prepares-late"""
     runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 1}))
     link = runner._link("listener", claims=True)
     link.on_connect = runner._on_listen_connect
     connection = link.connect()
     assert connection.execute(CLAIM_PLANS).fetchall() == [(1, 0)]
+    assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(1, 0)]
     link.call(runner.consumers["default"].claim_now)  # what the listener runs when woken
-    assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]
+    assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(2, 0)]
     link.close()
+
+
+def test_the_listener_claims_an_idle_queues_one_job_without_the_full_claim(
+    conn: Conn, database_url: str
+) -> None:
+    """Woken for a queue that holds one job, the listener claims it with job_claim_sole alone
+    (0.32 ms a claim against 0.48 for the fair claim, a pickup 0.58 ms at p50 against 0.68);
+    for a queue that holds more it runs the full claim after. Each claim's count of plans
+    run on the listener's connection says which ran. kills: listener-never-sole,
+    sole-claim-result-ignored"""
+    runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 4}))
+    link = runner._link("listener", claims=True)
+    link.on_connect = runner._on_listen_connect
+    try:
+        connection = link.connect()
+        claim_now = runner.consumers["default"].claim_now
+        one = enqueue(conn, "noop")
+        link.call(claim_now)
+        assert job_row(conn, one)["state"] == "running"
+        assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(2, 0)]  # connect, the job
+        assert connection.execute(CLAIM_PLANS).fetchall() == [(1, 0)]  # connect only
+        two = [enqueue(conn, "noop", priority=1), enqueue(conn, "noop")]
+        link.call(claim_now)
+        assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(3, 0)]
+        assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]  # the full claim, after
+        assert [job_row(conn, job)["state"] for job in two] == ["running", "running"]
+    finally:
+        link.close()
 
 
 def test_an_idle_listener_runs_the_claim_for_no_job_to_keep_its_plan(
@@ -189,15 +225,16 @@ def test_an_idle_listener_runs_the_claim_for_no_job_to_keep_its_plan(
             link.call(runner._receive_notifications)  # no job: returns after half a second
             last = scalar(conn, "SELECT query FROM pg_stat_activity WHERE pid = %s", backend)
             if idle_claims:
-                assert last.startswith("WITH RECURSIVE tenants"), last  # the claim (fair)
+                assert last.startswith("WITH seen AS MATERIALIZED"), last  # the sole claim, last
                 assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]  # connect, idle
+                assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(2, 0)]
             else:
                 assert last.startswith("LISTEN"), last
             job = enqueue(conn, "noop")
             link.call(runner._receive_notifications)  # woken: claims the job
             assert job_row(conn, job)["state"] == "running"
             if idle_claims:
-                assert connection.execute(CLAIM_PLANS).fetchall() == [(3, 0)]
+                assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(3, 0)]
         finally:
             link.close()
 
