@@ -29,7 +29,9 @@ median of the rounds, and every round's figure):
   none and with 50,000 jobs scheduled for later in the queue. The statements take turns
   within each round, and pickup by pickup. Before 2026-12-04, night, the fair claim read every
   scheduled job of the tenant when it found fewer visible ones than its share, as a pickup's
-  claim always does: 2.5 ms a claim with 50,000 scheduled (docs/benchmarks.md);
+  claim always does: 2.5 ms a claim with 50,000 scheduled (docs/benchmarks.md). Beside them,
+  the listener's claim since 2026-12-05: ``job_claim_sole`` first, and the fair claim after it
+  when the queue holds two jobs or more (a drain's queue always does; 50,000 scheduled jobs too);
 - ``finish``: ``job_finish`` of batches of 1, 5 and 50 results (each batch claimed first on
   another connection), the call timed: sent unprepared (parsed, analysed and planned at every
   batch: the engine before 2026-12-02 night), prepared with PostgreSQL's own choice of plan
@@ -340,8 +342,13 @@ def claim(url: str, jobs: int, rounds: int, out: Any) -> None:
         )
 
 
-# (statement, whether JobStore.claim runs it)
-CLAIM_STATEMENTS = [("job_claim_fair", True), ("job_claim", False)]
+# (variant, fair, sole_first): the listener's claim tries job_claim_sole first, and runs the
+# fair claim after it when the queue holds two jobs or more
+CLAIM_STATEMENTS = [
+    ("job_claim_fair", True, False),
+    ("job_claim", False, False),
+    ("job_claim_sole, then job_claim_fair", True, True),
+]
 SCHEDULED = (0, 50_000)  # jobs scheduled for later, in the queue during the one-job claims
 PICKUPS_VACUUM = 100  # one-job claims between two VACUUMs of jobs_live (the leader's)
 
@@ -356,30 +363,37 @@ def claiming_session(url: str) -> JobStore:
 
 
 def fair_claim(url: str, jobs: int, rounds: int, out: Any) -> None:
-    """``job_claim_fair`` against ``job_claim``: claim 10 and finish them until ``jobs`` are
-    done, jobs per second; and ``jobs`` / 100 pickups each (one job enqueued, then claimed with
-    the 10 slots of a listener's claim, then finished), ms per claim, with each of
-    ``SCHEDULED`` jobs scheduled an hour ahead. The statements take turns within each round
-    (the drain's shape, one after the other) and pickup by pickup."""
+    """``job_claim_fair`` against ``job_claim`` and the listener's claim (``CLAIM_STATEMENTS``):
+    claim 10 and finish them until ``jobs`` are done, jobs per second; and ``jobs`` / 100
+    pickups each (one job enqueued, then claimed with the 10 slots of a listener's claim, then
+    finished), ms per claim, with each of ``SCHEDULED`` jobs scheduled an hour ahead. The
+    statements take turns within each round (the drain's shape, one after the other) and
+    pickup by pickup."""
     new_jobs, payloads = batch(1000)
     array = "[" + ",".join(payloads) + "]"
     later = [replace(job, delay_seconds=3600.0) for job in new_jobs]
     single_job, single_payload = new_jobs[0], payloads[0]
-    batches: dict[str, list[float]] = {name: [] for name, _ in CLAIM_STATEMENTS}
+    batches: dict[str, list[float]] = {name: [] for name, _, _ in CLAIM_STATEMENTS}
     pickups: dict[tuple[str, int], list[list[float]]] = {}
     with psycopg.connect(url, autocommit=True) as feeding:
         feeder = JobStore(feeding)
-        claimers = [(name, fair, claiming_session(url)) for name, fair in CLAIM_STATEMENTS]
+        claimers = [
+            (name, fair, sole, claiming_session(url)) for name, fair, sole in CLAIM_STATEMENTS
+        ]
         try:
             for _ in range(rounds):
                 feeding.execute("TRUNCATE jobs CASCADE")
-                for _ in range(-(-2 * jobs // 1000)):  # enough for both statements
+                for _ in range(-(-len(CLAIM_STATEMENTS) * jobs // 1000)):  # enough for each
                     feeder.insert_jobs(new_jobs, array)
                 feeding.execute("VACUUM ANALYZE jobs_live")
-                for name, fair, claimer in claimers:
+                for name, fair, sole, claimer in claimers:
 
-                    def cycle() -> None:
-                        claimed = claimer.claim("default", 10, "bench", 30.0, fair)  # noqa: B023
+                    def cycle(
+                        claimer: JobStore = claimer, fair: bool = fair, sole: bool = sole
+                    ) -> None:
+                        claimed = claimer.claim_measured("default", 10, "bench", 30.0, fair, sole)[
+                            0
+                        ]
                         done = [
                             AttemptResult(job, "succeeded", None, None, 0, 0) for job in claimed
                         ]
@@ -391,12 +405,14 @@ def fair_claim(url: str, jobs: int, rounds: int, out: Any) -> None:
                     for _ in range(scheduled // 1000):
                         feeder.insert_jobs(later, array)
                     feeding.execute("VACUUM ANALYZE jobs_live")
-                    taken: dict[str, list[float]] = {name: [] for name, _ in CLAIM_STATEMENTS}
+                    taken: dict[str, list[float]] = {name: [] for name, _, _ in CLAIM_STATEMENTS}
                     for pickup in range(max(jobs // 100, 10)):
-                        for name, fair, claimer in claimers:
+                        for name, fair, sole, claimer in claimers:
                             feeder.insert_job(single_job, single_payload)
                             started = time.perf_counter()
-                            claimed = claimer.claim("default", 10, "bench", 30.0, fair)
+                            claimed = claimer.claim_measured(
+                                "default", 10, "bench", 30.0, fair, sole
+                            )[0]
                             taken[name].append((time.perf_counter() - started) * 1000)
                             if len(claimed) != 1:
                                 raise RuntimeError(f"{name} claimed {len(claimed)} jobs, not 1")
@@ -408,7 +424,7 @@ def fair_claim(url: str, jobs: int, rounds: int, out: Any) -> None:
                     for name, values in taken.items():
                         pickups.setdefault((name, scheduled), []).append(values)
         finally:
-            for _, _, claimer in claimers:
+            for _, _, _, claimer in claimers:
                 claimer.connection.close()
     for name, values in batches.items():
         emit(out, _record("fair_claim", name, values, batch=10))

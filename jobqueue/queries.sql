@@ -279,29 +279,42 @@ RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.pri
 
 -- name: job_claim_sole
 -- The listener's claim when a notification wakes it, tried before the full claim. When the
--- queue holds at most one available job, job_claim and job_claim_fair claim that job (if it is
--- visible, not locked by another claim, and the queue not paused) or nothing: this does the
--- same without their walks of tenants and priorities. It reads the queue's range of the claim
--- index up to its second entry, then locks and marks the job by id. When the queue holds two
--- available jobs or more (one being claimed elsewhere counts), or has a rate limit (whose
--- bucket only the full claims spend), it claims nothing and returns fallback = true: the
--- caller runs the full claim. A queue that was idle when the job came, a pickup's usual case,
--- is claimed here. One row: the claimed job's columns (NULLs for none), then fallback.
+-- queue holds one visible job, job_claim and job_claim_fair claim that job (unless it is locked
+-- by another claim or the queue is paused), whatever else is scheduled: this does the same
+-- without their walks of tenants and priorities. It reads the queue's first two entries of the
+-- claim index (`lead`, `trail`): a lead alone is the queue's one job; behind a visible lead, a
+-- trail not yet visible at the same priority means none of that priority is, and one more
+-- probe finds whether any job waits at a later priority. Then it locks and marks the lead by
+-- id. Otherwise (two visible jobs, a scheduled lead, a job at a later priority), or for a queue
+-- with a rate limit (whose bucket only the full claims spend), it claims nothing and returns
+-- fallback = true: the caller runs the full claim. A job being claimed elsewhere counts, from
+-- the statement's snapshot. One row: the claimed job's columns (NULLs for none), then
+-- fallback.
 WITH seen AS MATERIALIZED (
     -- in the claim index's order, which keeps a generic plan on that index: unordered, one
     -- planned for any queue read the table from its start (667 pages with 40,000 jobs of
     -- another queue waiting, tests/jobqueue/test_claim.py)
-    SELECT id
+    SELECT id, priority, available_at, available_at <= now() AS visible
     FROM jobs
     WHERE state = 'available' AND queue = %(queue)s
     ORDER BY priority, available_at, id
     LIMIT 2
+), lead AS MATERIALIZED (
+    SELECT * FROM seen ORDER BY priority, available_at, id LIMIT 1
+), trail AS MATERIALIZED (
+    SELECT * FROM seen ORDER BY priority, available_at, id OFFSET 1
 ), queue AS MATERIALIZED (
     SELECT bool_or(paused) AS paused, bool_or(rate_limit IS NOT NULL) AS limited
     FROM queues
     WHERE name = %(queue)s
 ), decided AS MATERIALIZED (
-    SELECT (SELECT count(*) FROM seen) > 1 OR coalesce((SELECT limited FROM queue), false)
+    SELECT coalesce((SELECT limited FROM queue), false)
+           OR coalesce((SELECT NOT lead.visible OR trail.visible
+                               OR EXISTS (SELECT 1 FROM jobs AS later
+                                          WHERE later.state = 'available'
+                                            AND later.queue = %(queue)s
+                                            AND later.priority > lead.priority)
+                        FROM lead, trail), false)
            AS fallback
 ), claimed AS (
     UPDATE jobs
@@ -313,7 +326,7 @@ WITH seen AS MATERIALIZED (
     WHERE jobs.id = ANY (ARRAY(
             SELECT sole.id
             FROM jobs AS sole
-            WHERE sole.id = ANY (ARRAY(SELECT id FROM seen))
+            WHERE sole.id = ANY (ARRAY(SELECT id FROM lead))
               AND sole.state = 'available'
               AND sole.available_at <= now()
               AND NOT (SELECT fallback FROM decided)

@@ -220,9 +220,10 @@ class Consumer:
 
     def claim_now(self, store: JobStore) -> None:
         """Claim on the caller's connection at once: the listener calls this when a job of this
-        queue has just been committed, which saves a thread's wake-up on the way to the job. A
-        queue without a rate limit is claimed by ``job_claim_sole`` first: a queue that was
-        idle holds that one job, and takes it without the full claim's walks."""
+        queue has just been committed, which saves a thread's wake-up on the way to the job.
+        While this consumer holds no job, a queue without a rate limit is claimed by
+        ``job_claim_sole`` first: a queue that was idle holds that one job, and takes it without
+        the full claim's walks (see ``_claim_with``)."""
         if not self.runner.stopping.is_set():
             self._claim_with(lambda claim: claim(store), sole_first=self.rate_limit is None)
 
@@ -257,12 +258,16 @@ class Consumer:
 
         Slots are reserved before the claim and the unused ones given back after it, so the
         fetcher and the listener can claim at the same time without exceeding the capacity.
+        ``sole_first`` (the listener's) runs ``job_claim_sole`` before the full claim, but only
+        while the consumer holds no job: one that holds some is draining a queue that likely
+        holds more, where the sole claim would only add a statement before the full one.
         """
         with self._lock:
             slots = self.slots()
             free = slots + self.prefetch.amount() - self._outstanding
             if free <= 0 or self._buffer.qsize() >= slots:
                 return False
+            sole_first = sole_first and self._outstanding == 0
             self._outstanding += free
         runner = self.runner
         jobs: list[ClaimedJob] = []

@@ -379,19 +379,23 @@ def test_the_sole_claim_takes_the_one_job_of_an_idle_queue_as_the_full_claim_wou
         )
 
 
-def test_the_sole_claim_leaves_a_queue_of_two_jobs_to_the_full_claim(conn: Conn) -> None:
-    """With two jobs or more the sole claim takes none of them: the full claim, after it, takes
-    the visible one first in priority order; a scheduled job of a more urgent priority counts.
-    kills: sole-claim-reads-one-entry, sole-claim-counts-past-two"""
+def test_the_sole_claim_leaves_a_queue_of_two_visible_jobs_to_the_full_claim(conn: Conn) -> None:
+    """With two visible jobs, or a scheduled job at a more urgent priority than the visible
+    one, the sole claim takes none: the full claim, after it, takes the visible ones in
+    priority order. kills: sole-claim-reads-one-entry, sole-claim-ignores-second-visible"""
     store = JobStore(conn)
     for fair in (False, True):
+        first, second = enqueue(conn, "noop"), enqueue(conn, "noop")
+        assert claim_sole(conn) == ([], True)
+        assert (state(conn, first), state(conn, second)) == ("available", "available")
+        jobs, _ = store.claim_measured("default", 1, "w1", 30, fair, sole_first=True)
+        assert [job.id for job in jobs] == [first]
+        assert [job.id for job in store.claim("default", 1, "w1", 30, fair)] == [second]
         later = enqueue(conn, "noop", priority=5)
         sooner = enqueue(conn, "noop", priority=0)
         assert claim_sole(conn) == ([], True)
-        assert (state(conn, later), state(conn, sooner)) == ("available", "available")
         jobs, _ = store.claim_measured("default", 1, "w1", 30, fair, sole_first=True)
         assert [job.id for job in jobs] == [sooner]
-        assert state(conn, later) == "available"
         assert [job.id for job in store.claim("default", 1, "w1", 30, fair)] == [later]
         scheduled = enqueue(conn, "noop", priority=0, delay=3600)
         visible = enqueue(conn, "noop", priority=5)
@@ -400,6 +404,23 @@ def test_the_sole_claim_leaves_a_queue_of_two_jobs_to_the_full_claim(conn: Conn)
         assert [job.id for job in jobs] == [visible]
         assert state(conn, scheduled) == "available"
         conn.execute("DELETE FROM jobs WHERE id = %s", (scheduled,))
+
+
+def test_the_sole_claim_takes_the_one_visible_job_ahead_of_scheduled_ones(conn: Conn) -> None:
+    """Jobs scheduled for later at the visible job's priority (reminders, retries waiting out
+    their backoff) leave it the queue's one visible job: the sole claim takes it. A job waiting
+    at a later priority sends the claim to the full one, which takes the visible jobs of every
+    priority. kills: sole-claim-ignores-later-priorities, sole-claim-falls-back-behind-scheduled"""
+    store = JobStore(conn)
+    scheduled = [enqueue(conn, "noop", delay=3600) for _ in range(3)]
+    visible = enqueue(conn, "noop")
+    assert claim_sole(conn) == ([visible], False)
+    later = enqueue(conn, "noop", priority=5)
+    again = enqueue(conn, "noop")
+    assert claim_sole(conn) == ([], True)
+    jobs, _ = store.claim_measured("default", 10, "w1", 30, True, sole_first=True)
+    assert [job.id for job in jobs] == [again, later]
+    assert [state(conn, job) for job in scheduled] == ["available"] * 3
 
 
 def test_the_sole_claim_takes_nothing_scheduled_nor_of_a_paused_queue(conn: Conn) -> None:

@@ -177,11 +177,12 @@ def test_the_listener_has_the_claim_planned_before_the_first_job(database_url: s
 def test_the_listener_claims_an_idle_queues_one_job_without_the_full_claim(
     conn: Conn, database_url: str
 ) -> None:
-    """Woken for a queue that holds one job, the listener claims it with job_claim_sole alone
-    (0.32 ms a claim against 0.48 for the fair claim, a pickup 0.58 ms at p50 against 0.68);
-    for a queue that holds more it runs the full claim after. Each claim's count of plans
-    run on the listener's connection says which ran. kills: listener-never-sole,
-    sole-claim-result-ignored"""
+    """Woken for a queue that holds one job, the listener claims it with job_claim_sole alone;
+    while its consumer holds a job (a queue being drained), it runs the full claim straight
+    away. Each claim's count of plans run on the listener's connection says which ran. The
+    sole claim's fallback to the full claim: tests/jobqueue/test_claim.py, and a rate-limited
+    queue's below. kills: listener-never-sole, sole-claim-result-ignored,
+    listener-sole-while-draining"""
     runner = Runner(WorkerSettings(database_url=database_url, queues={"default": 4}))
     link = runner._link("listener", claims=True)
     link.on_connect = runner._on_listen_connect
@@ -194,9 +195,9 @@ def test_the_listener_claims_an_idle_queues_one_job_without_the_full_claim(
         assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(2, 0)]  # connect, the job
         assert connection.execute(CLAIM_PLANS).fetchall() == [(1, 0)]  # connect only
         two = [enqueue(conn, "noop", priority=1), enqueue(conn, "noop")]
-        link.call(claim_now)
-        assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(3, 0)]
-        assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]  # the full claim, after
+        link.call(claim_now)  # the consumer holds the first job
+        assert connection.execute(SOLE_CLAIM_PLANS).fetchall() == [(2, 0)]
+        assert connection.execute(CLAIM_PLANS).fetchall() == [(2, 0)]  # the full claim alone
         assert [job_row(conn, job)["state"] for job in two] == ["running", "running"]
     finally:
         link.close()
