@@ -471,6 +471,45 @@ def test_the_sole_claim_skips_its_job_locked_elsewhere_instead_of_waiting(
         assert claim_sole(claimer) == ([only], False)
 
 
+def test_listeners_racing_for_jobs_enqueued_one_at_a_time_claim_each_once(
+    database_url: str, conn: Conn
+) -> None:
+    """Four listeners' claims (the sole claim, the full one when it falls back) race for jobs
+    committed one at a time, as notifications would wake them: every job is claimed exactly
+    once, and none is left."""
+    total = 400
+    claimed: dict[str, list[int]] = {}
+    enqueued = threading.Event()
+    barrier = threading.Barrier(5)
+
+    def listener(name: str) -> None:
+        ids: list[int] = []
+        with psycopg.connect(database_url, autocommit=True) as connection:
+            store = JobStore(connection)
+            barrier.wait()
+            while True:
+                last = enqueued.is_set()
+                jobs, _ = store.claim_measured("default", 3, name, 30, True, sole_first=True)
+                ids.extend(job.id for job in jobs)
+                if last and not jobs:
+                    break
+        claimed[name] = ids
+
+    threads = [threading.Thread(target=listener, args=(f"w{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    for _ in range(total):
+        enqueue(conn, "noop")
+    enqueued.set()
+    for thread in threads:
+        thread.join()
+    every_claim = [job_id for ids in claimed.values() for job_id in ids]
+    assert len(every_claim) == len(set(every_claim)) == total
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'available'") == 0
+    assert scalar(conn, "SELECT count(*) FROM jobs WHERE attempt <> 1") == 0
+
+
 def test_the_sole_claim_measures_its_payload(conn: Conn) -> None:
     enqueue(conn, "noop", {"blob": "x" * 1000})
     jobs, mean = JobStore(conn).claim_measured("default", 10, "w1", 30, True, sole_first=True)
