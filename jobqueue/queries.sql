@@ -303,12 +303,12 @@ WITH seen AS MATERIALIZED (
     SELECT * FROM seen ORDER BY priority, available_at, id LIMIT 1
 ), trail AS MATERIALIZED (
     SELECT * FROM seen ORDER BY priority, available_at, id OFFSET 1
-), queue AS MATERIALIZED (
+), queue_row AS MATERIALIZED (
     SELECT bool_or(paused) AS paused, bool_or(rate_limit IS NOT NULL) AS limited
     FROM queues
     WHERE name = %(queue)s
 ), decided AS MATERIALIZED (
-    SELECT coalesce((SELECT limited FROM queue), false)
+    SELECT coalesce((SELECT limited FROM queue_row), false)
            OR coalesce((SELECT NOT lead.visible OR trail.visible
                                OR EXISTS (SELECT 1 FROM jobs AS later
                                           WHERE later.state = 'available'
@@ -330,7 +330,7 @@ WITH seen AS MATERIALIZED (
               AND sole.state = 'available'
               AND sole.available_at <= now()
               AND NOT (SELECT fallback FROM decided)
-              AND NOT coalesce((SELECT paused FROM queue), false)
+              AND NOT coalesce((SELECT paused FROM queue_row), false)
             FOR UPDATE SKIP LOCKED))
       AND jobs.state IN ('available', 'running')  -- see job_finish
     RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.task, jobs.payload, jobs.priority,
