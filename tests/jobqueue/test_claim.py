@@ -16,6 +16,18 @@ pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
 Conn = psycopg.Connection[Any]
 
 
+def assert_claimed_by_w1_for_30_s(conn: Conn, job_id: int) -> None:
+    """The job is running its first attempt, held by worker w1 on a lease of 30 seconds."""
+    row = job_row(conn, job_id)
+    assert (row["state"], row["attempt"], row["locked_by"]) == ("running", 1, "w1")
+    lease = scalar(
+        conn,
+        "SELECT extract(epoch FROM lease_expires_at - started_at) FROM jobs WHERE id = %s",
+        job_id,
+    )
+    assert float(lease) == 30
+
+
 def test_claim_takes_visible_jobs_by_priority_then_age_and_marks_them_running(conn: Conn) -> None:
     store = JobStore(conn)
     low = enqueue(conn, "noop", priority=5)
@@ -25,14 +37,7 @@ def test_claim_takes_visible_jobs_by_priority_then_age_and_marks_them_running(co
     enqueue(conn, "noop", queue="other")
     claimed = store.claim("default", 10, "w1", lease_seconds=30)
     assert [job.id for job in claimed] == [first, second, low]
-    row = job_row(conn, first)
-    assert (row["state"], row["attempt"], row["locked_by"]) == ("running", 1, "w1")
-    lease = scalar(
-        conn,
-        "SELECT extract(epoch FROM lease_expires_at - started_at) FROM jobs WHERE id = %s",
-        first,
-    )
-    assert float(lease) == 30
+    assert_claimed_by_w1_for_30_s(conn, first)
     assert store.claim("default", 10, "w1", lease_seconds=30) == []
 
 
@@ -362,14 +367,7 @@ def test_the_sole_claim_takes_the_one_job_of_an_idle_queue_as_the_full_claim_wou
 ) -> None:
     only = enqueue(conn, "noop")
     assert claim_sole(conn) == ([only], False)
-    row = job_row(conn, only)
-    assert (row["state"], row["attempt"], row["locked_by"]) == ("running", 1, "w1")
-    lease = scalar(
-        conn,
-        "SELECT extract(epoch FROM lease_expires_at - started_at) FROM jobs WHERE id = %s",
-        only,
-    )
-    assert float(lease) == 30
+    assert_claimed_by_w1_for_30_s(conn, only)
     assert claim_sole(conn) == ([], False), "an empty queue: nothing, and no full claim after"
     again = enqueue(conn, "noop")
     store = JobStore(conn)
@@ -511,6 +509,7 @@ def test_listeners_racing_for_jobs_enqueued_one_at_a_time_claim_each_once(
 
 
 def test_the_sole_claim_measures_its_payload(conn: Conn) -> None:
+    """kills: sole-claim-measures-no-payload"""
     enqueue(conn, "noop", {"blob": "x" * 1000})
     jobs, mean = JobStore(conn).claim_measured("default", 10, "w1", 30, True, sole_first=True)
     assert len(jobs) == 1
