@@ -136,9 +136,10 @@ def main(argv: list[str]) -> int:
                 ),
                 flush=True,
             )
-            if sink is not None:
-                sink[1]._ended.clear()  # the spans: not encoded, not sent, not kept
-                sink[1]._spans.clear()
+            if sink is not None:  # the spans: not encoded, not sent, not kept
+                with sink[1]._sending:  # held by the sink's thread while it encodes them
+                    sink[1]._ended.clear()
+                    sink[1]._spans.clear()
             del jobs, contexts
             gc.collect()
     os._exit(0)  # the sink's exit would try to send what it holds to the discarding endpoint

@@ -33,7 +33,13 @@ from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk import util
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, DEFAULT_ON, Decision
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBased,
+    Sampler,
+    StaticSampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
 
@@ -74,56 +80,121 @@ def start_root_span(
     leading: Mapping[str, types.AnyValue] | None = None,
     sink: SpanSink | None = None,
 ) -> trace.Span:
-    """What ``tracer.start_span(name, context=Context(), ...)`` returns for a new trace, with an
-    :class:`AttemptSpan` in place of the SDK's span, or with a ``sink``, a :class:`DeferredSpan`
-    that ends in it while unchanged. ``attributes`` must hold valid attribute values (text,
-    numbers, booleans): they are kept without the SDK's cleaning. ``leading``, when given, is a
-    dict shared by many spans whose entries are the first of ``attributes``, in order: the
-    encoder of deferred spans encodes them once."""
-    root = _ROOT
-    if not tracer._is_enabled():  # turned off by a tracer configurator
-        return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
-    trace_id = tracer.id_generator.generate_trace_id()
-    sampler = tracer.sampler
-    if sampler is DEFAULT_ON or sampler is ALWAYS_ON:
-        # what they answer for a root span, without asking: sampled, no trace state, no
-        # attributes of their own (the SDK's default, parentbased_always_on)
-        sampled, trace_state = True, None
-    else:
-        sampling = sampler.should_sample(root, trace_id, name, kind, attributes, links)
-        decision = sampling.decision
-        sampled = decision is _RECORD_AND_SAMPLE  # Decision.is_sampled(), without its lookups
-        trace_state = sampling.trace_state
-        if not (sampled or decision is _RECORD_ONLY):
-            return trace.NonRecordingSpan(
-                SpanContext(
-                    trace_id,
-                    tracer.id_generator.generate_span_id(),
-                    is_remote=False,
-                    trace_flags=_FLAGS[False, tracer.id_generator.is_trace_id_random()],
-                    trace_state=trace_state,
-                )
-            )
-        if len(sampling.attributes) != len(attributes):  # the sampler added some of its own
-            attributes = {**attributes, **sampling.attributes}
-            leading = None  # it may have given one of the leading ones another value
-    span_context = SpanContext(
-        trace_id,
-        tracer.id_generator.generate_span_id(),
-        is_remote=False,
-        trace_flags=_FLAGS[sampled, tracer.id_generator.is_trace_id_random()],
-        trace_state=trace_state,
+    """What ``tracer.start_span(name, context=Context(), ...)`` returns for a new trace: see
+    :class:`RootSpans`, which a caller starting many spans with one tracer keeps."""
+    return RootSpans(tracer, sink).start(name, kind, attributes, links, leading)
+
+
+class RootSpans:
+    """Starts spans with one tracer, each the root of a new trace: what
+    ``tracer.start_span(name, context=Context(), ...)`` returns, with an :class:`AttemptSpan` in
+    place of the SDK's span, or with a ``sink``, a :class:`DeferredSpan` that ends in it while
+    unchanged.
+
+    What the tracer alone decides (its id generator, how its sampler decides a root span, its
+    span limits) is read once, here, not at every attempt: a start took 1.19 µs instead of
+    1.54 (docs/benchmarks.md, "2026-12-05, morning"). Whether the tracer is enabled and
+    whether the sink still serves it can change while it runs: they are asked at every start."""
+
+    __slots__ = (
+        "_bound",
+        "_flags",
+        "_limits",
+        "_sampler",
+        "_span_id",
+        "_trace_id",
+        "_unlimited",
+        "sink",
+        "tracer",
     )
+
+    def __init__(self, tracer: Tracer, sink: SpanSink | None = None) -> None:
+        self.tracer = tracer
+        self.sink = sink
+        ids = tracer.id_generator
+        self._trace_id = ids.generate_trace_id
+        self._span_id = ids.generate_span_id
+        random = ids.is_trace_id_random()
+        self._flags = (_FLAGS[False, random], _FLAGS[True, random])  # by sampled
+        self._sampler, self._bound = _root_sampling(tracer.sampler)
+        limits: SpanLimits = tracer._span_limits
+        self._limits = limits
+        self._unlimited = (
+            limits.max_span_attribute_length is None
+            and limits.max_span_attributes is None
+            and limits.max_links is None
+        )
+
+    def start(
+        self,
+        name: str,
+        kind: SpanKind,
+        attributes: dict[str, types.AnyValue],
+        links: Sequence[Link],
+        leading: Mapping[str, types.AnyValue] | None = None,
+    ) -> trace.Span:
+        """A new root span. ``attributes`` must hold valid attribute values (text, numbers,
+        booleans): they are kept without the SDK's cleaning. ``leading``, when given, is a dict
+        shared by many spans whose entries are the first of ``attributes``, in order: the
+        encoder of deferred spans encodes them once."""
+        tracer = self.tracer
+        if not tracer._is_enabled():  # turned off by a tracer configurator
+            return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        trace_id = self._trace_id()
+        sampler = self._sampler
+        if sampler is None:  # decided here, as the tracer's sampler decides a root span
+            bound = self._bound
+            recording = sampled = bound is None or trace_id & _LOW_64_BITS < bound
+            trace_state = None
+        else:
+            sampling = sampler.should_sample(_ROOT, trace_id, name, kind, attributes, links)
+            decision = sampling.decision
+            sampled = decision is _RECORD_AND_SAMPLE  # Decision.is_sampled(), without lookups
+            recording = sampled or decision is _RECORD_ONLY
+            trace_state = sampling.trace_state
+            if recording and len(sampling.attributes) != len(attributes):  # it added some
+                attributes = {**attributes, **sampling.attributes}
+                leading = None  # it may have given one of the leading ones another value
+        span_context = SpanContext(
+            trace_id, self._span_id(), False, self._flags[sampled], trace_state
+        )
+        if not recording:
+            return trace.NonRecordingSpan(span_context)
+        sink = self.sink
+        if (
+            sink is not None
+            and sink.serves(tracer)
+            and (self._unlimited or _unbounded(self._limits, attributes, links))
+        ):
+            return DeferredSpan(tracer, sink, name, span_context, kind, attributes, links, leading)
+        span = AttemptSpan(tracer, name, span_context, kind, attributes, links)
+        # the processors are typed for the SDK's span; they read what ReadableSpan offers
+        tracer.span_processor.on_start(span, parent_context=_ROOT)  # type: ignore[arg-type]
+        return span
+
+
+_LOW_64_BITS = TraceIdRatioBased.TRACE_ID_LIMIT  # the trace id's bits the ratio reads
+
+
+def _root_sampling(sampler: Sampler) -> tuple[Sampler | None, int | None]:
+    """How the root spans ``sampler`` samples are told apart: ``(sampler, None)`` when it must
+    be asked for each; ``(None, None)`` when it samples every one; ``(None, bound)`` when it
+    samples those whose trace id's low 64 bits are under ``bound``, as ``TraceIdRatioBased``
+    decides. A root span has no parent, so ``ParentBased`` (the ``parentbased_*`` samplers,
+    the SDK's default among them) decides it with its root sampler. Asking the sampler cost a
+    root span of a 10%-sampled drain two look-ups of the current span and a result's making
+    (docs/benchmarks.md, "2026-12-05, morning")."""
+    root = sampler
+    if type(sampler).should_sample is ParentBased.should_sample:
+        root = sampler._root  # type: ignore[attr-defined]
     if (
-        sink is not None
-        and sink.serves(tracer)
-        and _unbounded(tracer._span_limits, attributes, links)
+        type(root) is StaticSampler
+        and root.should_sample(_ROOT, 1, "").decision is _RECORD_AND_SAMPLE
     ):
-        return DeferredSpan(tracer, sink, name, span_context, kind, attributes, links, leading)
-    span = AttemptSpan(tracer, name, span_context, kind, attributes, links)
-    # the processors are typed for the SDK's span; they read what ReadableSpan offers
-    tracer.span_processor.on_start(span, parent_context=root)  # type: ignore[arg-type]
-    return span
+        return None, None
+    if type(root) is TraceIdRatioBased:
+        return None, root.bound
+    return sampler, None
 
 
 def _unbounded(

@@ -22,7 +22,6 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from time import time_ns
 from typing import TYPE_CHECKING, Any
 
@@ -209,12 +208,12 @@ def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
     if _cached_tracer is None or _cached_tracer[0] is not provider:
         from opentelemetry.sdk.trace import Tracer
 
-        from jobqueue.attempt_span import start_root_span
+        from jobqueue.attempt_span import RootSpans
 
         tracer = provider.get_tracer(METER_NAME)
         if isinstance(tracer, Tracer):
             sink = _attempt_sink[1] if _attempt_sink and _attempt_sink[0] is provider else None
-            start: RootSpanStart = partial(start_root_span, tracer, sink=sink)
+            start: RootSpanStart = RootSpans(tracer, sink).start
         else:
 
             def start(
@@ -400,9 +399,9 @@ def trace_id_of(span: Any) -> str | None:
     if span is None:
         return None
     span_context = span.get_span_context()
-    if not (span_context.is_valid and span_context.trace_flags.sampled):
+    if not (span_context.is_valid and span_context.trace_flags & TraceFlags.SAMPLED):
         return None
-    return trace.format_trace_id(span_context.trace_id)
+    return f"{span_context.trace_id:032x}"  # format_trace_id's text, without its call
 
 
 # -- metrics -------------------------------------------------------------------------------------

@@ -14,9 +14,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
+    ALWAYS_ON,
+    DEFAULT_OFF,
+    DEFAULT_ON,
     Decision,
+    ParentBased,
+    ParentBasedTraceIdRatio,
     Sampler,
     SamplingResult,
     TraceIdRatioBased,
@@ -26,7 +32,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from jobqueue import telemetry
-from jobqueue.attempt_span import AttemptSpan, start_root_span
+from jobqueue.attempt_span import AttemptSpan, RootSpans, start_root_span
 from jobqueue.store import ClaimedJob
 from tests.support.telemetry import memory_telemetry
 
@@ -231,6 +237,99 @@ def test_the_sampler_decides_recording_and_export_and_may_add_attributes() -> No
     assert {s.context.span_id for s in exported} == {s.get_span_context().span_id for s in sampled}
     assert all(s.attributes["sampled.by"] == "tagging" for s in exported)
     assert all(s.attributes["messaging.message.id"] == "42" for s in exported)
+
+
+class GivenIds(IdGenerator):
+    """Hands out the trace ids it is given, in turn (span ids count up)."""
+
+    def __init__(self, trace_ids: list[int]) -> None:
+        self.trace_ids = iter(trace_ids)
+        self.span_ids = iter(range(1, 2**16))
+
+    def generate_trace_id(self) -> int:
+        return next(self.trace_ids)
+
+    def generate_span_id(self) -> int:
+        return next(self.span_ids)
+
+
+class RatioLike(TraceIdRatioBased):
+    """A sampler of its own kind that keeps the ratio's bound but decides otherwise: asked, not
+    read as a ratio."""
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_ONLY, kwargs.get("attributes"))
+
+
+RATES = st.one_of(st.sampled_from([0.0, 0.1, 0.5, 1.0]), st.floats(0, 1))
+SAMPLERS = st.one_of(
+    st.sampled_from([ALWAYS_ON, ALWAYS_OFF, DEFAULT_ON, DEFAULT_OFF]),
+    RATES.flatmap(
+        lambda rate: st.sampled_from(
+            [
+                TraceIdRatioBased(rate),
+                ParentBasedTraceIdRatio(rate),
+                ParentBased(TraceIdRatioBased(rate), remote_parent_sampled=ALWAYS_OFF),
+                ParentBased(RatioLike(rate)),
+            ]
+        )
+    ),
+    st.just(ParentBased(Tagging())),
+)
+
+
+def trace_ids(bound: int) -> st.SearchStrategy[list[int]]:
+    """Trace ids around a ratio's cut: the low 64 bits decide, the high ones must not."""
+    low = st.one_of(
+        st.sampled_from([bound - 1, bound, bound + 1, 0, 1, 2**64 - 1]).filter(
+            lambda bits: 0 <= bits < 2**64
+        ),
+        st.integers(0, 2**64 - 1),
+    )
+    high = st.integers(0, 2**64 - 1)
+    return st.lists(
+        st.builds(lambda high, low: high << 64 | low, high, low).filter(bool),
+        min_size=1,
+        max_size=8,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(sampler=SAMPLERS, data=st.data())
+def test_root_spans_are_sampled_as_the_tracers_sampler_samples_them(
+    sampler: Sampler, data: st.DataObject
+) -> None:
+    """RootSpans decides a ratio's and an always-on sampler's root spans itself: whatever the
+    sampler and the trace id, the span records, is sampled and carries what the SDK's tracer
+    gives a root span with the same trace id.
+    kills: root-spans-ratio-bound-inclusive, root-spans-ratio-reads-high-bits,
+    root-spans-ratio-takes-its-subclasses, root-spans-static-sampler-assumed-on"""
+    root = getattr(sampler, "_root", sampler)
+    given_ids = data.draw(trace_ids(getattr(root, "bound", 2**63)))
+    made = []
+    for _ in range(2):
+        tracer_provider = TracerProvider(sampler=sampler, id_generator=GivenIds(given_ids))
+        tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        made.append(tracer_provider.get_tracer("pauta.jobqueue"))
+    ours, sdks = RootSpans(made[0]), made[1]
+    for trace_id in given_ids:
+        span = ours.start("process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), ())
+        expected = sdks.start_span(
+            "process send_mail",
+            context=context.Context(),
+            kind=SpanKind.CONSUMER,
+            attributes=dict(ATTRIBUTES),
+        )
+        got, want = span.get_span_context(), expected.get_span_context()
+        assert (got.trace_id, got.trace_flags, got.trace_state, got.is_remote) == (
+            want.trace_id,
+            want.trace_flags,
+            want.trace_state,
+            want.is_remote,
+        ), trace_id
+        assert span.is_recording() == expected.is_recording(), trace_id
+        if span.is_recording():
+            assert dict(span.attributes) == dict(expected.attributes)  # type: ignore[attr-defined]
 
 
 def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:
