@@ -37,10 +37,9 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from functools import partial
 from queue import Empty, SimpleQueue
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -115,9 +114,8 @@ class Prefetch:
         return min(self.maximum, math.floor(wanted))
 
 
-@dataclass(frozen=True, slots=True)
-class Running:
-    """An attempt a worker thread is running."""
+class Running(NamedTuple):
+    """An attempt a worker thread is running (a named tuple: one is made for every attempt)."""
 
     job: ClaimedJob
     control: AttemptControl
@@ -993,7 +991,7 @@ job_log = logging.getLogger("jobqueue.jobs")
 def _without_text(result: AttemptResult) -> AttemptResult:
     """The result with its error text replaced by a note that it could not be stored."""
     note = "the attempt's error could not be stored; see the worker's log"
-    return replace(result, error=note if result.error is not None else None, traceback=None)
+    return result._replace(error=note if result.error is not None else None, traceback=None)
 
 
 def _job_fields(result: AttemptResult, outcome: str, worker: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ is done, loops never half applied, a second run that writes nothing, one import 
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -166,7 +165,7 @@ def test_the_last_failed_attempt_marks_the_import_failed_so_the_next_can_start(
         import_employees(first, import_id=import_id)
     assert import_row(conn, import_id)[0] == "running"  # attempt 1 of 3: it will be retried
 
-    last = JobContext(replace(claimed, attempt=claimed.max_attempts), "host:1:test", connect)
+    last = JobContext(claimed._replace(attempt=claimed.max_attempts), "host:1:test", connect)
     with pytest.raises(psycopg.errors.CheckViolation):
         import_employees(last, import_id=import_id)
     state, error = conn.execute(

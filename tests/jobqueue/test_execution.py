@@ -1,13 +1,14 @@
 """How one attempt is classified, with a registry of fake tasks (no database)."""
 
+import math
 from contextlib import nullcontext
-from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from opentelemetry import trace
 
 from jobqueue import PermanentError, RetryPolicy, TaskRegistry, telemetry
-from jobqueue.execution import JobContext, run_job
+from jobqueue.execution import AttemptControl, JobContext, run_job
 from jobqueue.store import ClaimedJob
 from tests.support.telemetry import memory_telemetry
 
@@ -151,7 +152,7 @@ def test_an_attempt_links_to_its_enqueuing_span_and_runs_whatever_its_row_holds_
     contexts: list[object] = [{"traceparent": stored}, {"traceparent": 5}, [1, 2], "x"]
     results = [
         run_job(
-            replace(claimed("add", {"a": 1, "b": 2}), trace_context=context),
+            claimed("add", {"a": 1, "b": 2})._replace(trace_context=context),
             tasks,
             "w1",
             nullcontext,
@@ -163,3 +164,29 @@ def test_an_attempt_links_to_its_enqueuing_span_and_runs_whatever_its_row_holds_
     assert [[(link.context.trace_id, link.context.span_id) for link in each] for each in links] == [
         [(0xE4BD918829D006F55F6BCB1EE1AD8731, 0xFF8A3623EB0C3D78)], [], [], []
     ]  # fmt: skip
+
+
+def test_an_attempts_deadline_is_its_start_by_the_wall_clock_plus_its_timeout() -> None:
+    """A worker's attempt ends at its start plus its timeout, by the wall clock, whatever the
+    monotonic clock reads; a context built outside a worker never ends and is never cancelled.
+    kills: attempt-control-deadline-by-monotonic-clock, attempt-control-endless-overflows"""
+    before = datetime.now(UTC)
+    control = AttemptControl.start(30.0)
+    after = datetime.now(UTC)
+    context = JobContext(claimed("add", {}), "w1", nullcontext, control)
+    assert before + timedelta(seconds=30) <= context.deadline <= after + timedelta(seconds=30)
+    assert 29 < context.remaining() <= 30
+    endless = JobContext(claimed("add", {}), "w1", nullcontext)
+    assert endless.deadline == datetime.max.replace(tzinfo=UTC)
+    assert endless.remaining() == math.inf
+    assert not endless.cancel_requested
+
+
+def test_the_job_a_task_is_handed_cannot_be_changed() -> None:
+    """The runner writes the result by the job's id and attempt (its fence): a task that
+    assigns to ``ctx.job`` or the attempt's control must not move them."""
+    context = JobContext(claimed("add", {}), "w1", nullcontext, AttemptControl.start(30.0))
+    for target, name, value in ((context.job, "attempt", 9), (context.control, "timeout", 1e9)):
+        with pytest.raises(AttributeError):
+            setattr(target, name, value)
+    assert (context.job.attempt, context.control.timeout) == (1, 30.0)
