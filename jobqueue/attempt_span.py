@@ -186,7 +186,7 @@ def _root_sampling(sampler: Sampler) -> tuple[Sampler | None, int | None]:
     (docs/benchmarks.md, "2026-12-05, morning")."""
     root = sampler
     if type(sampler).should_sample is ParentBased.should_sample:
-        root = sampler._root  # type: ignore[attr-defined]
+        root = getattr(sampler, "_root", sampler)  # the SDK's own name; without it, asked
     if (
         type(root) is StaticSampler
         and root.should_sample(_ROOT, 1, "").decision is _RECORD_AND_SAMPLE
