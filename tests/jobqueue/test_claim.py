@@ -2,6 +2,7 @@
 
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -9,6 +10,7 @@ import pytest
 from psycopg.sql import SQL, Literal
 
 from jobqueue import JobRequest, JobStore, enqueue, enqueue_many
+from jobqueue.store import ClaimedJob
 from tests.support.db import job_row, scalar
 
 pytestmark = pytest.mark.pooled  # also through PgBouncer (tests/conftest.py)
@@ -47,25 +49,46 @@ def test_claim_respects_its_limit(conn: Conn) -> None:
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'available'") == 7
 
 
-def test_concurrent_claims_never_share_a_job(database_url: str, conn: Conn) -> None:
-    enqueue_many(conn, [JobRequest("noop")] * 2000)
+def claim_in_threads(
+    database_url: str,
+    take: Callable[[JobStore, str], list[ClaimedJob]],
+    meanwhile: Callable[[], None] = lambda: None,
+    until: Callable[[], bool] = lambda: True,
+) -> dict[str, list[int]]:
+    """Four claimers, each on a connection of its own, start together and call ``take`` until
+    it finds nothing after ``until()`` held; ``meanwhile`` runs in this thread once they have
+    started. Each claimer's job ids, by its name."""
     claimed: dict[str, list[int]] = {}
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(5)
 
     def claimer(name: str) -> None:
         ids: list[int] = []
         with psycopg.connect(database_url, autocommit=True) as connection:
             store = JobStore(connection)
             barrier.wait()
-            while batch := store.claim("default", 7, name, 30):
-                ids.extend(job.id for job in batch)
+            while True:
+                last = until()
+                jobs = take(store, name)
+                ids.extend(job.id for job in jobs)
+                if last and not jobs:
+                    break
         claimed[name] = ids
 
     threads = [threading.Thread(target=claimer, args=(f"w{n}",)) for n in range(4)]
     for thread in threads:
         thread.start()
+    barrier.wait()
+    meanwhile()
     for thread in threads:
         thread.join()
+    return claimed
+
+
+def test_concurrent_claims_never_share_a_job(database_url: str, conn: Conn) -> None:
+    enqueue_many(conn, [JobRequest("noop")] * 2000)
+    claimed = claim_in_threads(
+        database_url, lambda store, name: store.claim("default", 7, name, 30)
+    )
     every_claim = [job_id for ids in claimed.values() for job_id in ids]
     assert len(every_claim) == len(set(every_claim)) == 2000
     assert all(claimed.values()), "every claimer should have won some jobs"
@@ -476,32 +499,19 @@ def test_listeners_racing_for_jobs_enqueued_one_at_a_time_claim_each_once(
     committed one at a time, as notifications would wake them: every job is claimed exactly
     once, and none is left."""
     total = 400
-    claimed: dict[str, list[int]] = {}
     enqueued = threading.Event()
-    barrier = threading.Barrier(5)
 
-    def listener(name: str) -> None:
-        ids: list[int] = []
-        with psycopg.connect(database_url, autocommit=True) as connection:
-            store = JobStore(connection)
-            barrier.wait()
-            while True:
-                last = enqueued.is_set()
-                jobs, _ = store.claim_measured("default", 3, name, 30, True, sole_first=True)
-                ids.extend(job.id for job in jobs)
-                if last and not jobs:
-                    break
-        claimed[name] = ids
+    def enqueue_one_at_a_time() -> None:
+        for _ in range(total):
+            enqueue(conn, "noop")
+        enqueued.set()
 
-    threads = [threading.Thread(target=listener, args=(f"w{n}",)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    for _ in range(total):
-        enqueue(conn, "noop")
-    enqueued.set()
-    for thread in threads:
-        thread.join()
+    claimed = claim_in_threads(
+        database_url,
+        lambda store, name: store.claim_measured("default", 3, name, 30, True, sole_first=True)[0],
+        enqueue_one_at_a_time,
+        enqueued.is_set,
+    )
     every_claim = [job_id for ids in claimed.values() for job_id in ids]
     assert len(every_claim) == len(set(every_claim)) == total
     assert scalar(conn, "SELECT count(*) FROM jobs WHERE state = 'available'") == 0
