@@ -71,20 +71,6 @@ class SpanSink(Protocol):
         """Whether the tracer's processors are still the one this sink stands in for."""
 
 
-def start_root_span(
-    tracer: Tracer,
-    name: str,
-    kind: SpanKind,
-    attributes: dict[str, types.AnyValue],
-    links: Sequence[Link],
-    leading: Mapping[str, types.AnyValue] | None = None,
-    sink: SpanSink | None = None,
-) -> trace.Span:
-    """What ``tracer.start_span(name, context=Context(), ...)`` returns for a new trace: see
-    :class:`RootSpans`, which a caller starting many spans with one tracer keeps."""
-    return RootSpans(tracer, sink).start(name, kind, attributes, links, leading)
-
-
 class RootSpans:
     """Starts spans with one tracer, each the root of a new trace: what
     ``tracer.start_span(name, context=Context(), ...)`` returns, with an :class:`AttemptSpan` in

@@ -32,7 +32,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from jobqueue import telemetry
-from jobqueue.attempt_span import AttemptSpan, RootSpans, start_root_span
+from jobqueue.attempt_span import AttemptSpan, RootSpans
 from jobqueue.store import ClaimedJob
 from tests.support.telemetry import memory_telemetry
 
@@ -69,7 +69,7 @@ def sdk_span(tracer: Any, links: list[Link]) -> trace.Span:
 
 
 def attempt_span(tracer: Any, links: list[Link]) -> trace.Span:
-    return start_root_span(tracer, "process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), links)
+    return RootSpans(tracer).start("process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), links)
 
 
 def fields(span: ReadableSpan) -> dict[str, Any]:

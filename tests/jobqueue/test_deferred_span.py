@@ -30,7 +30,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFl
 from devtools.otlp_receiver import Receiver
 from jobqueue import JobRequest, enqueue_many
 from jobqueue.attempt_export import ENCODE_BATCH, AttemptSpanSink
-from jobqueue.attempt_span import AttemptSpan, DeferredSpan, start_root_span
+from jobqueue.attempt_span import AttemptSpan, DeferredSpan, RootSpans
 from jobqueue.otlp_encoding import SpanExporter, encode_scope_spans, encode_unchanged
 from tests.jobqueue.test_attempt_span import ACTIONS, ENQUEUED, act, provider
 from tests.support.processes import WorkerProcess, start_worker, wait_until
@@ -58,8 +58,8 @@ class ListSink:
 
 def deferred_span(tracer: Any, links: list[Link], sink: ListSink) -> Any:
     attributes = {**LEADING, **REST}
-    return start_root_span(
-        tracer, "process send_mail", SpanKind.CONSUMER, attributes, links, LEADING, sink=sink
+    return RootSpans(tracer, sink).start(
+        "process send_mail", SpanKind.CONSUMER, attributes, links, LEADING
     )
 
 
@@ -171,8 +171,8 @@ def test_an_unchanged_span_encodes_its_own_attributes_and_links_as_the_official_
     ).end()
     [expected] = exporter.get_finished_spans()
     sink = ListSink()
-    start_root_span(
-        tracer, "process send_mail", SpanKind.CONSUMER, {**LEADING, **rest}, links, LEADING, sink
+    RootSpans(tracer, sink).start(
+        "process send_mail", SpanKind.CONSUMER, {**LEADING, **rest}, links, LEADING
     ).end()
     [unchanged] = sink.spans
     assert sent(unchanged, made.resource) == sent(expected, made.resource)
@@ -260,8 +260,8 @@ def test_the_sink_sends_every_span_in_batches_drops_past_its_bound_and_sends_the
     names = iter(f"process t{n}" for n in range(100))
 
     def end_one() -> None:
-        span = start_root_span(
-            tracer, next(names), SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING, sink=sink
+        span = RootSpans(tracer, sink).start(
+            next(names), SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING
         )
         span.end()
 
@@ -301,8 +301,8 @@ def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_
 
     def end(count: int) -> None:
         for _ in range(count):
-            start_root_span(
-                tracer, "process t", SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING, sink=sink
+            RootSpans(tracer, sink).start(
+                "process t", SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING
             ).end()
 
     try:
@@ -324,7 +324,7 @@ EXITING = """
 import sys
 from opentelemetry.trace import SpanKind
 from jobqueue.attempt_export import AttemptSpanSink
-from jobqueue.attempt_span import start_root_span
+from jobqueue.attempt_span import RootSpans
 from jobqueue.otlp_encoding import SpanExporter
 from tests.jobqueue.test_attempt_span import provider
 from tests.jobqueue.test_deferred_span import LEADING, REST, SCOPE
@@ -335,8 +335,8 @@ traces = SpanExporter(endpoint=sys.argv[1] + "/v1/traces")
 sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=None)
 for n in range(3):
     attributes = {**LEADING, **REST}
-    start_root_span(
-        tracer, f"process t{n}", SpanKind.CONSUMER, attributes, [], LEADING, sink=sink
+    RootSpans(tracer, sink).start(
+        f"process t{n}", SpanKind.CONSUMER, attributes, [], LEADING
     ).end()
 """
 
