@@ -4,7 +4,8 @@ worker, the console (gunicorn), and a local SMTP sink for the e-mails the worker
 A worker that exits 0 (it drained: a graceful shutdown asked from the console) is started
 again, as a service manager that restarts it would; one that fails stops everything, and so
 does the console or the sink ending. Stops everything it started on SIGINT (Ctrl-C) or SIGTERM
-and exits 0.
+and exits 0, at whatever point the signal comes: a step already begun (a migration, the demo's
+seeding, one of its `flask jobs enqueue` commands) is let finish, and nothing after it starts.
 """
 
 import os
@@ -38,17 +39,20 @@ def secret_key() -> str:
 
 
 def flask(*args: str, env: dict[str, str]) -> str:
-    """Run a flask command of the app; its standard output."""
+    """Run a flask command of the app; its standard output. In a process group of its own, as
+    every child here: Ctrl-C at the terminal reaches only this process, so a command is never
+    cut in half (a migration, a seeding); it finishes, and this process stops after it."""
     done = subprocess.run(
         [str(BIN / "flask"), "--app", "app", *args],
-        env=env, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True,
+        env=env, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True, process_group=0,
     )  # fmt: skip
     return done.stdout
 
 
-def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
+def wait_for_health(url: str, children: list[subprocess.Popen[bytes]], stop: list[int]) -> None:
+    """Wait until the console answers, or until a signal asks to stop (``stop`` not empty)."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while not stop and time.monotonic() < deadline:
         for child in children:
             if child.poll() is not None:
                 raise SystemExit(f"{child.args[1]} exited with {child.returncode} while starting")
@@ -58,7 +62,8 @@ def wait_for_health(url: str, children: list[subprocess.Popen[bytes]]) -> None:
                     return
         except OSError:
             time.sleep(0.2)
-    raise SystemExit(f"the console did not answer {url} within 60 s")
+    if not stop:
+        raise SystemExit(f"the console did not answer {url} within 60 s")
 
 
 def seed_demo_once(env: dict[str, str]) -> bool:
@@ -97,18 +102,28 @@ DEMO_JOBS = (  # (what the summary calls them, the arguments of `flask jobs enqu
 )  # fmt: skip
 
 
-def demo(env: dict[str, str]) -> None:
-    """A few jobs to watch in the console, enqueued with the CLI; their ids are not printed."""
-    for _, arguments in DEMO_JOBS:
+def demo(env: dict[str, str], stop: list[int]) -> None:
+    """A few jobs to watch in the console, enqueued with the CLI; their ids are not printed.
+    A signal (``stop`` not empty) leaves out the ones not yet enqueued."""
+    enqueued = []
+    for name, arguments in DEMO_JOBS:
+        if stop:
+            break
         flask("jobs", "enqueue", *arguments, env=env)
-    print("Demo jobs enqueued: " + ", ".join(name for name, _ in DEMO_JOBS) + ".", flush=True)
+        enqueued.append(name)
+    if enqueued:
+        print("Demo jobs enqueued: " + ", ".join(enqueued) + ".", flush=True)
 
 
 def main() -> int:
     VAR.mkdir(parents=True, exist_ok=True)
+    stop: list[int] = []  # the signals received: any of them stops everything
+    signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _: stop.append(signum))
     with database_url() as (url, description):
         print(description, flush=True)
-        return serve({**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()})
+        env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()}
+        return 0 if stop else serve(env, stop)
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -122,14 +137,14 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def serve(env: dict[str, str]) -> int:
+def serve(env: dict[str, str], stop: list[int]) -> int:
+    """Migrate, seed, then run the children until a signal comes (``stop`` not empty) or one of
+    them ends. A signal before the children start ends the setting-up after its current step."""
     flask("db", "upgrade", env=env)
-    first_run = seed_demo_once(env)
+    first_run = not stop and seed_demo_once(env)
+    if stop:
+        return 0
     env = mail_env(env)
-
-    stop: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
-    signal.signal(signal.SIGINT, lambda signum, _: stop.append(signum))
     (VAR / "run.pid").write_text(str(os.getpid()))
 
     worker = start_worker(env)
@@ -155,13 +170,16 @@ def serve(env: dict[str, str]) -> int:
     )
     ended: list[subprocess.Popen[bytes]] = []  # what ended on its own, if anything did
     try:
-        wait_for_health(f"http://127.0.0.1:{PORT}/healthz", [worker, console, sink])
+        wait_for_health(f"http://127.0.0.1:{PORT}/healthz", [worker, console, sink], stop)
         if first_run:
-            demo(env)
-        print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)", flush=True)
-        print(f"Jobs console (platform or HR admin): http://127.0.0.1:{PORT}/queues/", flush=True)
-        print(f"E-mails: SMTP sink on 127.0.0.1:{SMTP_SINK_PORT}; read them in {MAILDIR}/new/"
-              " (one file per message)\n", flush=True)  # fmt: skip
+            demo(env, stop)
+        if not stop:
+            print(f"\nPauta console: http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)",
+                  flush=True)  # fmt: skip
+            print(f"Jobs console (platform or HR admin): http://127.0.0.1:{PORT}/queues/",
+                  flush=True)  # fmt: skip
+            print(f"E-mails: SMTP sink on 127.0.0.1:{SMTP_SINK_PORT}; read them in"
+                  f" {MAILDIR}/new/ (one file per message)\n", flush=True)  # fmt: skip
         while not stop and not (ended := [c for c in (console, sink) if c.poll() is not None]):
             if worker.poll() == 0:
                 print("worker.py drained and exited 0 (a shutdown asked from the console): "

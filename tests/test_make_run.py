@@ -4,7 +4,9 @@ free ports, against a fresh database, with its var/ directory in a temporary one
 The first run builds the demo tenant and enqueues the demo jobs, printing one line about them
 and no job ids; a later run enqueues none and does not call the cycle a draft once it was
 activated. A worker shut down from the console (drained, exit 0) is started again while the
-console stays up, and SIGTERM stops everything with exit 0.
+console stays up, and SIGTERM stops everything with exit 0. Ctrl-C at the terminal (SIGINT to
+the whole process group) in the middle of the demo's enqueueing lets the command under way
+finish, enqueues nothing more and stops everything with exit 0.
 """
 
 import os
@@ -21,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from devtools.run import DEMO_JOBS
 from jobqueue.store import JobStore
 from tests.support.db import scalar
 from tests.support.processes import ROOT, wait_until
@@ -30,13 +33,14 @@ Conn = psycopg.Connection[Any]
 
 
 class MakeRun:
-    """`python -m devtools.run`, its output collected line by line."""
+    """`python -m devtools.run`, its output collected line by line, in a session of its own (as
+    at a terminal, where Ctrl-C signals the whole foreground process group)."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.lines: list[str] = []
         self.process = subprocess.Popen(
             [sys.executable, "-m", "devtools.run"], cwd=ROOT, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -123,3 +127,54 @@ def test_make_run_seeds_once_restarts_a_drained_worker_and_stops_cleanly(
         assert scalar(conn, "SELECT count(*) FROM jobs WHERE task = 'fail'") == 1
     finally:
         assert second.stop() == 0, second.output()
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``, with their command lines."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if parent == pid:
+            found[int(stat.parent.name)] = command
+    return found
+
+
+def test_ctrl_c_during_the_demo_lets_the_enqueue_under_way_finish_and_stops_cleanly(
+    environment: dict[str, str], conn: Conn
+) -> None:
+    """kills: make-run-flask-in-the-terminals-group, make-run-demo-ignores-ctrl-c"""
+    run = MakeRun(environment)
+    try:
+        pid = run.process.pid
+        enqueueing = wait_until(
+            lambda: [c for c in children_of(pid).values() if " jobs enqueue " in c], timeout=120
+        )
+        started = children_of(pid)
+        os.killpg(pid, signal.SIGINT)  # what Ctrl-C at the terminal sends
+        code = run.process.wait(90)
+        run._reader.join(5)
+    finally:
+        if run.process.poll() is None:
+            run.stop()
+    output = run.output()
+    assert code == 0, output
+    assert "Traceback" not in output and "Pauta console:" not in output, output
+    # The command under way when the signal came finished, with the ones before it; none after.
+    (under_way,) = [
+        n for n, (_, arguments) in enumerate(DEMO_JOBS) if " ".join(arguments) in enqueueing[0]
+    ]
+    done = DEMO_JOBS[: under_way + 1]
+    assert f"Demo jobs enqueued: {', '.join(name for name, _ in done)}." in run.lines, output
+    expected = {}
+    for _, (task, *rest) in done:
+        count = int(rest[rest.index("--count") + 1]) if "--count" in rest else 1
+        expected[task] = expected.get(task, 0) + count
+    assert dict(conn.execute("SELECT task, count(*) FROM jobs GROUP BY task").fetchall()) == (
+        expected
+    )
+    # and every child it had started is gone
+    assert not [child for child in started if Path(f"/proc/{child}").exists()], started
