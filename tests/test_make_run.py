@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from bench.machine import children
 from devtools.run import DEMO_JOBS
 from jobqueue.store import JobStore
 from tests.support.db import scalar
@@ -132,14 +133,11 @@ def test_make_run_seeds_once_restarts_a_drained_worker_and_stops_cleanly(
 def children_of(pid: int) -> dict[int, str]:
     """The processes whose parent is ``pid``, with their command lines."""
     found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for child in children(pid):
         try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
+            found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # it ended meanwhile
             continue
-        if parent == pid:
-            found[int(stat.parent.name)] = command
     return found
 
 
