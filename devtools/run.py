@@ -123,7 +123,12 @@ def main() -> int:
     with database_url() as (url, description):
         print(description, flush=True)
         env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": secret_key()}
-        return 0 if stop else serve(env, stop)
+        return stopped_while_setting_up() if stop else serve(env, stop)
+
+
+def stopped_while_setting_up() -> int:
+    print("Stopped by a signal while setting up; nothing was left running.", flush=True)
+    return 0
 
 
 def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -143,7 +148,7 @@ def serve(env: dict[str, str], stop: list[int]) -> int:
     flask("db", "upgrade", env=env)
     first_run = not stop and seed_demo_once(env)
     if stop:
-        return 0
+        return stopped_while_setting_up()
     env = mail_env(env)
     (VAR / "run.pid").write_text(str(os.getpid()))
 

@@ -6,7 +6,8 @@ and no job ids; a later run enqueues none and does not call the cycle a draft on
 activated. A worker shut down from the console (drained, exit 0) is started again while the
 console stays up, and SIGTERM stops everything with exit 0. Ctrl-C at the terminal (SIGINT to
 the whole process group) in the middle of the demo's enqueueing lets the command under way
-finish, enqueues nothing more and stops everything with exit 0.
+finish, enqueues nothing more and stops everything with exit 0; during the migrations, it lets
+them finish, starts nothing and says so in one sentence.
 """
 
 import os
@@ -176,3 +177,29 @@ def test_ctrl_c_during_the_demo_lets_the_enqueue_under_way_finish_and_stops_clea
     )
     # and every child it had started is gone
     assert not [child for child in started if Path(f"/proc/{child}").exists()], started
+
+
+def test_ctrl_c_during_the_migrations_lets_them_finish_and_starts_nothing(
+    environment: dict[str, str], conn: Conn
+) -> None:
+    """kills: make-run-serves-after-ctrl-c"""
+    head = scalar(conn, "SELECT version_num FROM alembic_version")
+    # one revision back (0023 replaces a function: it runs again), so that the upgrade has work
+    conn.execute("UPDATE alembic_version SET version_num = '0022_insert_trigger'")
+    run = MakeRun(environment)
+    try:
+        pid = run.process.pid
+        wait_until(lambda: any(" db upgrade" in c for c in children_of(pid).values()), timeout=120)
+        os.killpg(pid, signal.SIGINT)  # what Ctrl-C at the terminal sends
+        code = run.process.wait(90)
+        run._reader.join(5)
+    finally:
+        if run.process.poll() is None:
+            run.stop()
+    output = run.output()
+    assert code == 0, output
+    assert "Stopped by a signal while setting up; nothing was left running." in run.lines, output
+    assert "Traceback" not in output and "Pauta console:" not in output, output
+    assert scalar(conn, "SELECT version_num FROM alembic_version") == head  # it finished
+    assert scalar(conn, "SELECT count(*) FROM workers") == 0  # no worker was started
+    assert scalar(conn, "SELECT count(*) FROM tenants WHERE slug = 'demo'") == 0  # nor seeding
