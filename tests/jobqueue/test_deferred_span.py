@@ -286,7 +286,8 @@ def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_
 ) -> None:
     """With a schedule delay of ten minutes, spans that stop coming are sent all the same: a
     few at once, a few more no sooner than ``quiet_apart`` after, and a lot (ENCODE_BATCH or
-    more) at once again, however soon.
+    more) at once again, however soon: with ``quiet_apart`` ten minutes too, they still arrive
+    (a wait of a minute at most, which no slow machine needs).
     kills: sink-never-sends-on-a-lull, sink-not-woken-by-the-first-span,
     sink-lull-sends-unspaced, sink-spaces-large-lull-sends"""
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
@@ -296,28 +297,37 @@ def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_
     for spin in (0, -1.0, float("nan")):  # a lull of no time would keep the thread spinning
         with pytest.raises(ValueError, match="quiet must be"):
             AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=spin)
-    apart = 3.0
-    sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet_apart=apart)
 
-    def end(count: int) -> None:
+    def end(sink: AttemptSpanSink, count: int) -> None:
         for _ in range(count):
             RootSpans(tracer, sink).start(
                 "process t", SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING
             ).end()
 
+    def received(count: int) -> None:
+        wait_until(lambda: len(receiver.spans) == count, timeout=60, interval=0.005)
+
+    apart = 3.0
+    spaced = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet_apart=apart)
     try:
-        end(3)
-        wait_until(lambda: len(receiver.spans) == 3, timeout=10, interval=0.005)
+        end(spaced, 3)
+        received(3)
         first_seen = time.monotonic()
-        end(2)
-        wait_until(lambda: len(receiver.spans) == 5, timeout=10, interval=0.005)
-        second_seen = time.monotonic()
-        assert second_seen - first_seen > apart - 0.1  # the first send was before first_seen
-        end(ENCODE_BATCH + 10)
-        wait_until(lambda: len(receiver.spans) == ENCODE_BATCH + 15, timeout=10, interval=0.005)
-        assert time.monotonic() - second_seen < apart - 1  # not held back to the next turn
+        end(spaced, 2)
+        received(5)
+        assert time.monotonic() - first_seen > apart - 0.1  # the first send was before first_seen
     finally:
-        sink.shutdown()
+        spaced.shutdown()
+    assert len(receiver.spans) == 5
+    traces = SpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    held = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet_apart=600.0)
+    try:
+        end(held, 3)
+        received(8)
+        end(held, ENCODE_BATCH + 10)  # not held back ten minutes to the next turn
+        received(ENCODE_BATCH + 18)
+    finally:
+        held.shutdown()
 
 
 EXITING = """
