@@ -176,6 +176,7 @@ def test_behind_the_pooler_with_no_listen_url_a_worker_polls_and_backs_off(
 def test_with_a_listen_url_a_pooled_worker_is_woken_at_commit(
     conn: Conn, database_url: str, pgbouncer: pooler.PgBouncer, workers: list[WorkerProcess]
 ) -> None:
+    """kills: listener-ignores-notifications"""
     url = pgbouncer.url(direct_database(database_url))
     env = {"PAUTA_POOLER": "transaction", "PAUTA_LISTEN_URL": database_url}
     start_worker(workers, url, "--single", "--queues", "default=1", "--poll", "30", env=env)
@@ -185,7 +186,7 @@ def test_with_a_listen_url_a_pooled_worker_is_woken_at_commit(
     committed = time.monotonic()
     wait_until(
         lambda: scalar(conn, "SELECT state FROM jobs WHERE id = %s", job) == "succeeded",
-        timeout=5,
+        timeout=10,
         interval=0.005,
     )
-    assert time.monotonic() - committed < 1.0
+    assert time.monotonic() - committed < 5  # a sixth of the poll: woken, on the slowest machine

@@ -47,13 +47,14 @@ def test_four_runners_of_four_threads_run_ten_thousand_jobs_exactly_once(
 def test_idle_runner_wakes_on_notify_long_before_its_poll_interval(
     conn: Conn, database_url: str, workers: list[WorkerProcess]
 ) -> None:
+    """kills: listener-ignores-notifications"""
     start_worker(workers, database_url, "--single", "--queues", "default=1", "--poll", "30")
     with conn.transaction():
         enqueue(conn, "noop")
         time.sleep(0.5)  # an open transaction: nothing to see until the commit
     committed = time.monotonic()
-    wait_until(lambda: count(conn, "state = 'succeeded'") == 1, timeout=5, interval=0.005)
-    assert time.monotonic() - committed < 1.0
+    wait_until(lambda: count(conn, "state = 'succeeded'") == 1, timeout=10, interval=0.005)
+    assert time.monotonic() - committed < 5  # a sixth of the poll: woken, on the slowest machine
 
 
 def test_failing_twice_then_succeeding_leaves_three_attempts(
