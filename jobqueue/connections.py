@@ -150,6 +150,7 @@ class Link:
         self.reuse_plans = reuse_plans
         self.connection: psycopg.Connection[Any] | None = None
         self.on_connect: Callable[[psycopg.Connection[Any]], None] | None = None
+        self._store: JobStore | None = None  # the connection's, kept with what it keeps
 
     def connect(self) -> psycopg.Connection[Any]:
         if self.connection is None or self.connection.closed:
@@ -175,7 +176,7 @@ class Link:
         failures = 0
         while True:
             try:
-                return operation(JobStore(self.connect()))
+                return operation(self.store())
             except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction) as error:
                 # A read-only error: the server we reached is (now) a standby, e.g. an old
                 # primary brought back as one; reconnecting finds the primary.
@@ -201,6 +202,13 @@ class Link:
                     )
                 if (tries is not None and failures >= tries) or self.stop.wait(delay):
                     return None
+
+    def store(self) -> JobStore:
+        """The store of the connection, one for as long as the connection lasts."""
+        connection = self.connect()
+        if self._store is None or self._store.connection is not connection:
+            self._store = JobStore(connection)
+        return self._store
 
     def close(self) -> None:
         if self.connection is not None:

@@ -142,6 +142,12 @@ class JobStore:
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self.connection = connection
         self._queries = all_queries()
+        # The listener's claim of an idle queue's one job runs on a cursor kept for it: a new
+        # cursor for each claim (its transformer and loaders made again) cost a pickup 0.07 ms
+        # at the median, after the runner's 10 ms of idle (docs/benchmarks.md, "2026-12-05,
+        # afternoon"). It holds one row at most between claims. A store kept by its Link
+        # keeps it from one claim to the next.
+        self._sole_cursor: psycopg.Cursor[Any] | None = None
 
     def _execute(self, name: str, params: dict[str, Any]) -> psycopg.Cursor[Any]:
         # A generic plan knows no batch's size: before the batch writes looked their rows up
@@ -209,7 +215,10 @@ class JobStore:
         the full claim would; any other by the full claim, after it."""
         params = {"queue": queue, "limit": limit, "worker": worker, "lease_seconds": lease_seconds}
         if sole_first and limit > 0:
-            cursor = self._execute("job_claim_sole", params)
+            cursor = self._sole_cursor
+            if cursor is None:
+                cursor = self._sole_cursor = self.connection.cursor()
+            cursor.execute(self._queries["job_claim_sole"].sql, params)
             row = _one(cursor)
             if not row[-1]:  # not a case for the full claim: this is the claim
                 if row[0] is None:

@@ -8,8 +8,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from jobqueue import enqueue
 from jobqueue.connections import Link, refused_for_good
 from jobqueue.store import JobStore
+from tests.support.db import job_row
 
 RAISE = "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = %s; END $$"
 
@@ -129,3 +131,37 @@ def test_only_a_claiming_link_not_pooled_forces_generic_plans(database_url: str)
         "other": ("auto",),
         "claiming, pooled": ("auto",),
     }
+
+
+def test_a_links_store_and_its_sole_claim_cursor_last_as_long_as_its_connection(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The listener's claims of an idle queue's one job go through one store and one cursor
+    while the connection lasts (a new cursor a claim cost a pickup 0.07 ms at the median); a
+    reopened connection gets a new store, so nothing runs on the closed one's cursor.
+    kills: link-store-per-call, link-keeps-a-closed-connections-store,
+    sole-claim-new-cursor-each-time"""
+    link = Link(database_url, "listener", threading.Event(), reuse_plans=True)
+
+    def claim_sole(store: JobStore) -> tuple[JobStore, list[int], Any]:
+        jobs, _ = store.claim_measured("default", 10, "w1", 30, True, sole_first=True)
+        return store, [job.id for job in jobs], store._sole_cursor
+
+    try:
+        first = enqueue(conn, "noop")
+        store, claimed, cursor = link.call(claim_sole, tries=2) or (None, [], None)
+        assert claimed == [first] and cursor is not None
+        second = enqueue(conn, "noop")
+        assert link.call(claim_sole, tries=2) == (store, [second], cursor)
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (store.connection.info.backend_pid,))
+        third = enqueue(conn, "noop")
+        reopened = link.call(claim_sole, tries=2)
+        assert reopened is not None, "the claim after the connection was reopened failed"
+        new_store, claimed, new_cursor = reopened
+        assert claimed == [third]
+        assert new_store is not store and new_cursor is not cursor
+        assert new_store.connection is link.connection
+    finally:
+        link.close()
+    assert [job_row(conn, job_id)["state"] for job_id in (first, second, third)] == ["running"] * 3
