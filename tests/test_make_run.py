@@ -68,6 +68,24 @@ class MakeRun:
     def output(self) -> str:
         return "\n".join(self.lines)
 
+    def ctrl_c_when(self, running: str) -> tuple[int, list[str], dict[int, str]]:
+        """Once a child whose command line holds ``running`` is up, SIGINT to the whole process
+        group (what Ctrl-C at the terminal sends); the exit code, those children's command
+        lines, and every child there was then."""
+        pid = self.process.pid
+        try:
+            matching = wait_until(
+                lambda: [c for c in children_of(pid).values() if running in c], timeout=120
+            )
+            started = children_of(pid)
+            os.killpg(pid, signal.SIGINT)
+            code = self.process.wait(90)
+            self._reader.join(5)
+        finally:
+            if self.process.poll() is None:
+                self.stop()
+        return code, matching, started
+
 
 @pytest.fixture
 def environment(database_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
@@ -147,18 +165,7 @@ def test_ctrl_c_during_the_demo_lets_the_enqueue_under_way_finish_and_stops_clea
 ) -> None:
     """kills: make-run-flask-in-the-terminals-group, make-run-demo-ignores-ctrl-c"""
     run = MakeRun(environment)
-    try:
-        pid = run.process.pid
-        enqueueing = wait_until(
-            lambda: [c for c in children_of(pid).values() if " jobs enqueue " in c], timeout=120
-        )
-        started = children_of(pid)
-        os.killpg(pid, signal.SIGINT)  # what Ctrl-C at the terminal sends
-        code = run.process.wait(90)
-        run._reader.join(5)
-    finally:
-        if run.process.poll() is None:
-            run.stop()
+    code, enqueueing, started = run.ctrl_c_when(" jobs enqueue ")
     output = run.output()
     assert code == 0, output
     assert "Traceback" not in output and "Pauta console:" not in output, output
@@ -187,15 +194,7 @@ def test_ctrl_c_during_the_migrations_lets_them_finish_and_starts_nothing(
     # one revision back (0023 replaces a function: it runs again), so that the upgrade has work
     conn.execute("UPDATE alembic_version SET version_num = '0022_insert_trigger'")
     run = MakeRun(environment)
-    try:
-        pid = run.process.pid
-        wait_until(lambda: any(" db upgrade" in c for c in children_of(pid).values()), timeout=120)
-        os.killpg(pid, signal.SIGINT)  # what Ctrl-C at the terminal sends
-        code = run.process.wait(90)
-        run._reader.join(5)
-    finally:
-        if run.process.poll() is None:
-            run.stop()
+    code, _, _ = run.ctrl_c_when(" db upgrade")
     output = run.output()
     assert code == 0, output
     assert "Stopped by a signal while setting up; nothing was left running." in run.lines, output
