@@ -7,10 +7,11 @@ Each measurement runs in a fresh Python process started in a checkout's director
 imports that checkout's engine (and its runner subprocess, started from the same directory,
 too); both use this interpreter, so both have the same libraries. The protocol is
 bench.pauta_system's (bench/peers/_common.py): single enqueue (one transaction each), bulk
-enqueue (1,000 per call), pickup latency (one job every 10 ms to an idle runner) and drain at
-concurrency 10, the drain with tracing off, on (exported over OTLP/HTTP to a receiver in this
-process) and on with the standard sampler variables set to keep one trace in ten. Checkouts
-alternate within each round, so a shared machine's drift hits both.
+enqueue (1,000 per call), pickup latency (one job every 10 ms to an idle runner, of one thread
+and, as ``make bench`` measures it, of ten) and drain at concurrency 10, the drain with tracing
+off, on (exported over OTLP/HTTP to a receiver in this process) and on with the standard
+sampler variables set to keep one trace in ten. Checkouts alternate within each round, so a
+shared machine's drift hits both.
 Prints one JSON line per measurement and, at the end, the medians and after/before ratios.
 """
 
@@ -51,8 +52,8 @@ try:
         figure = {"jobs_per_s": round(peer.enqueue_single(jobs), 1)}
     elif measure == "enqueue_bulk":
         figure = {"jobs_per_s": round(peer.enqueue_bulk(jobs, 1000), 1)}
-    elif measure == "pickup_latency":
-        summary = peer.pickup_latency(jobs, 0.010)
+    elif measure.startswith("pickup_latency"):
+        summary = peer.pickup_latency(jobs, 0.010, 10 if measure.endswith("c10") else 1)
         figure = {f"{key}_ms": round(value, 2) for key, value in summary.items()}
     else:
         figure = {"jobs_per_s": round(peer.drain(jobs, 10), 1)}
@@ -61,7 +62,7 @@ try:
     )
     before = children_before if measure == "drain" else self_before
     cpu = used.ru_utime + used.ru_stime - before.ru_utime - before.ru_stime
-    if measure != "pickup_latency":
+    if not measure.startswith("pickup_latency"):
         figure["cpu_us_per_job"] = round(cpu / jobs * 1e6, 1)
 finally:
     with psycopg.connect(admin, autocommit=True) as connection:
@@ -129,6 +130,7 @@ def main(argv: list[str]) -> int:
         ("enqueue_single", "enqueue_single", 2000, {}),
         ("enqueue_bulk", "enqueue_bulk", 20_000, {}),
         ("pickup_latency", "pickup_latency", 300, {}),
+        ("pickup_latency c=10", "pickup_latency_c10", 300, {}),
         ("drain c=10 tracing off", "drain", 10_000, {}),
         ("drain c=10 tracing on", "drain", 10_000, tracing_on),
         ("drain c=10 tracing on, 10% sampled", "drain", 10_000, sampled),
@@ -172,7 +174,7 @@ def summary(
     lines = []
     medians: dict[tuple[str, str], float] = {}
     for metric, *_ in plan:
-        field = "p99_ms" if metric == "pickup_latency" else "jobs_per_s"
+        field = "p99_ms" if metric.startswith("pickup_latency") else "jobs_per_s"
         for label in ("before", "after"):
             medians[metric, label] = statistics.median(f[field] for f in figures[metric, label])
         record: dict[str, Any] = {
