@@ -25,6 +25,7 @@ VARIANTS = {
     "off": None,
     "on": "",
     "on without export": "export",
+    "on without encoding": "encoding",
     "on without histograms": "histograms",
     "on without export and histograms": "export,histograms",
     "on without spans": "spans",

@@ -121,8 +121,9 @@ class RootSpans:
     ) -> trace.Span:
         """A new root span. ``attributes`` must hold valid attribute values (text, numbers,
         booleans): they are kept without the SDK's cleaning. ``leading``, when given, is a dict
-        shared by many spans whose entries are the first of ``attributes``, in order: the
-        encoder of deferred spans encodes them once."""
+        shared by many spans, of attributes that come before ``attributes`` (whose keys are not
+        among them): the encoder of deferred spans encodes them once, and the two are merged
+        into one dict only where something reads them so (a sampler, an SDK-like span)."""
         tracer = self.tracer
         if not tracer._is_enabled():  # turned off by a tracer configurator
             return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
@@ -133,13 +134,14 @@ class RootSpans:
             recording = sampled = bound is None or trace_id & _LOW_64_BITS < bound
             trace_state = None
         else:
-            sampling = sampler.should_sample(_ROOT, trace_id, name, kind, attributes, links)
+            every = _merged(leading, attributes)
+            sampling = sampler.should_sample(_ROOT, trace_id, name, kind, every, links)
             decision = sampling.decision
             sampled = decision is _RECORD_AND_SAMPLE  # Decision.is_sampled(), without lookups
             recording = sampled or decision is _RECORD_ONLY
             trace_state = sampling.trace_state
-            if recording and len(sampling.attributes) != len(attributes):  # it added some
-                attributes = {**attributes, **sampling.attributes}
+            if recording and len(sampling.attributes) != len(every):  # it added some
+                attributes = {**every, **sampling.attributes}
                 leading = None  # it may have given one of the leading ones another value
         span_context = SpanContext(
             trace_id, self._span_id(), False, self._flags[sampled], trace_state
@@ -150,13 +152,20 @@ class RootSpans:
         if (
             sink is not None
             and sink.serves(tracer)
-            and (self._unlimited or _unbounded(self._limits, attributes, links))
+            and (self._unlimited or _unbounded(self._limits, leading, attributes, links))
         ):
             return DeferredSpan(tracer, sink, name, span_context, kind, attributes, links, leading)
-        span = AttemptSpan(tracer, name, span_context, kind, attributes, links)
+        span = AttemptSpan(tracer, name, span_context, kind, _merged(leading, attributes), links)
         # the processors are typed for the SDK's span; they read what ReadableSpan offers
         tracer.span_processor.on_start(span, parent_context=_ROOT)  # type: ignore[arg-type]
         return span
+
+
+def _merged(
+    leading: Mapping[str, types.AnyValue] | None, attributes: dict[str, types.AnyValue]
+) -> dict[str, types.AnyValue]:
+    """A span's attributes in one dict: ``leading``'s, then ``attributes``."""
+    return {**leading, **attributes} if leading else attributes
 
 
 _LOW_64_BITS = TraceIdRatioBased.TRACE_ID_LIMIT  # the trace id's bits the ratio reads
@@ -184,14 +193,18 @@ def _root_sampling(sampler: Sampler) -> tuple[Sampler | None, int | None]:
 
 
 def _unbounded(
-    limits: SpanLimits, attributes: Mapping[str, types.AnyValue], links: Sequence[Link]
+    limits: SpanLimits,
+    leading: Mapping[str, types.AnyValue] | None,
+    attributes: Mapping[str, types.AnyValue],
+    links: Sequence[Link],
 ) -> bool:
-    """Whether the span limits leave these attributes and links whole (a deferred span keeps
-    them as they are; where a limit would cut them, the attempt takes an AttemptSpan, which
-    applies it and counts what it dropped)."""
+    """Whether the span limits leave these attributes (``leading``'s, then ``attributes``) and
+    links whole (a deferred span keeps them as they are; where a limit would cut them, the
+    attempt takes an AttemptSpan, which applies it and counts what it dropped)."""
+    count = len(attributes) + (len(leading) if leading else 0)
     return (
         limits.max_span_attribute_length is None
-        and (limits.max_span_attributes is None or len(attributes) <= limits.max_span_attributes)
+        and (limits.max_span_attributes is None or count <= limits.max_span_attributes)
         and (limits.max_links is None or len(links) <= limits.max_links)
     )
 
@@ -406,11 +419,11 @@ class DeferredSpan(trace.Span):
     ) -> None:
         self.tracer = tracer
         self.leading = leading
+        self.own = attributes  # its attributes after the leading ones
         self.sink = sink
         self.name = name
         self.span_context = span_context
         self.kind = kind
-        self.attributes = attributes
         self.links = links
         self.end_time: int | None = None
         self._full: AttemptSpan | None = None
@@ -419,6 +432,11 @@ class DeferredSpan(trace.Span):
         # made a convoy of the runner's threads at each attempt's end (docs/benchmarks.md).
         self._turning = threading.Lock()
         self.start_time = time_ns()
+
+    @property
+    def attributes(self) -> dict[str, types.AnyValue]:
+        """Its attributes: the leading ones, then its own."""
+        return _merged(self.leading, self.own)
 
     def full(self, what: str) -> AttemptSpan | None:
         """The AttemptSpan this span stands for, made at the first call that changes it; None

@@ -16,9 +16,8 @@ keeps the official encoder).
 import logging
 import struct
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.otlp.proto.common._internal import (
@@ -42,6 +41,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
 from jobqueue.attempt_span import bounded_links
 
@@ -232,12 +232,32 @@ def _span(span: ReadableSpan) -> bytes:
     return b"".join(parts)
 
 
-_NAMED: dict[tuple[str, SpanKind], bytes] = {}  # a span's name and kind fields, by both
+_NAMED: dict[str, tuple[SpanKind, bytes]] = {}  # a span's kind, and its name and kind fields
 _KEYS: dict[str, bytes] = {}  # a KeyValue's key field, by key
+_SMALL_INTS: dict[tuple[str, int], bytes] = {}  # an attribute's field, by key and small int
 _TIMES = struct.Struct("<BQBQ")  # start and end: their tags and fixed64 values
 _UNCHANGED_END = _UNSET_STATUS + b"\x85\x01" + _LOCAL_FLAGS
 # a link field of 33 bytes: ids (2 + 16, 2 + 8) and flags (1 + 4); then its trace id
 _UNCHANGED_LINK = b"\x6a\x21\x0a\x10"
+# the trace id's tag and length, then after it the span id's: the ids' 28 bytes as one number
+_IDS_TAGS = 0x0A10 << 208 | 0x1208 << 64
+
+
+def _ids(trace_id: int, span_id: int) -> bytes:
+    """The trace id's and span id's fields of valid ids (16 and 8 bytes), written as one
+    number."""
+    return (_IDS_TAGS | trace_id << 80 | span_id).to_bytes(28, "big")
+
+
+def _ids_out_of_range(context: SpanContext) -> bytes:
+    """The ids' fields as the official encoder writes them whatever they hold (ids past their
+    16 and 8 bytes make it raise)."""
+    return (
+        b"\x0a\x10"
+        + context.trace_id.to_bytes(16, "big")
+        + b"\x12\x08"
+        + context.span_id.to_bytes(8, "big")
+    )
 
 
 def encode_unchanged(span: "DeferredSpan") -> bytes:
@@ -247,50 +267,58 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
     when they are text or whole numbers, as :func:`_any_value` writes them, and links without
     attributes too (what ``bounded_links`` and :func:`_links` would make of them)."""
     context = span.span_context
-    named = _NAMED.get((span.name, span.kind))
-    if named is None:
+    name, kind = span.name, span.kind
+    known_name = _NAMED.get(name)
+    if known_name is None or known_name[0] is not kind:
         if len(_NAMED) >= _FRAMED_LIMIT:
             _NAMED.clear()
-        named = _NAMED[span.name, span.kind] = _text(b"\x2a", span.name) + _KIND[span.kind]
+        known_name = _NAMED[name] = (kind, _text(b"\x2a", name) + _KIND[kind])
+    named = known_name[1]
     state = context.trace_state
+    if state is not DEFAULT_TRACE_STATE and state:
+        named = _trace_state(b"\x1a", state) + named
     parts = [
-        b"\x0a\x10",
-        context.trace_id.to_bytes(16, "big"),
-        b"\x12\x08",
-        context.span_id.to_bytes(8, "big"),
-        _trace_state(b"\x1a", state) + named if state else named,
+        _ids(context.trace_id, context.span_id) if context.is_valid else _ids_out_of_range(context),
+        named,
         _TIMES.pack(0x39, span.start_time, 0x41, span.end_time or 0),
     ]
-    attributes, leading = span.attributes, span.leading
+    append = parts.append
+    leading = span.leading
     if leading is None:
-        parts.append(_attributes(b"\x4a", attributes))
+        append(_attributes(b"\x4a", span.own))
     else:
         known = _leading.get(id(leading))
         if known is None or known[0] is not leading:
             if len(_leading) >= _FRAMED_LIMIT:
                 _leading.clear()
             known = _leading[id(leading)] = (leading, _attributes(b"\x4a", leading))
-        parts.append(known[1])
-        rest: Iterator[tuple[str, Any]] = islice(attributes.items(), len(leading), None)
-        for key, value in rest:
-            kind = type(value)
-            if kind is str and len(value) < 0x7E and value.isascii():  # framed: under 0x80
-                encoded = b"\x0a" + _SMALL[len(value)] + value.encode()
-            elif kind is int and 0 <= value < 0x80:
-                encoded = b"\x18" + _SMALL[value]
-            else:
-                parts.append(_framed_pair(b"\x4a", key, value))
+        append(known[1])
+        own: Mapping[str, Any] = span.own
+        for key, value in own.items():
+            value_type = type(value)
+            if value_type is int and 0 <= value < 0x80:
+                field = _SMALL_INTS.get((key, value))
+                if field is None:
+                    if len(_SMALL_INTS) >= _FRAMED_LIMIT:
+                        _SMALL_INTS.clear()
+                    field = _SMALL_INTS[key, value] = _framed_pair(b"\x4a", key, value)
+                append(field)
+                continue
+            if not (value_type is str and len(value) < 0x7E and value.isascii()):  # framed: < 0x80
+                append(_framed_pair(b"\x4a", key, value))
                 continue
             key_field = _KEYS.get(key)
             if key_field is None:
                 if len(_KEYS) >= _FRAMED_LIMIT:
                     _KEYS.clear()
                 key_field = _KEYS[key] = _text(b"\x0a", key) + b"\x12"
-            pair = key_field + _SMALL[len(encoded)] + encoded
-            parts.append(b"\x4a" + _varint(len(pair)) + pair)
+            length = len(value)
+            pair = key_field + _SMALL[length + 2] + b"\x0a" + _SMALL[length] + value.encode()
+            size = len(pair)
+            append(b"\x4a" + (_SMALL[size] if size < 0x80 else _varint(size)) + pair)
     if span.links:
-        parts.append(_unchanged_links(span.links, span.tracer._span_limits))
-    parts.append(_UNCHANGED_END)
+        append(_unchanged_links(span.links, span.tracer._span_limits))
+    append(_UNCHANGED_END)
     body = b"".join(parts)
     return b"\x12" + _varint(len(body)) + body
 

@@ -822,6 +822,7 @@ class Runner:
         self._forget((result.job_id, result.attempt) for result in batch)
         instruments = telemetry.job_metrics()
         processed: Counter[tuple[str, str, str]] = Counter()  # counted once per batch
+        times: list[tuple[str, str, float, float]] = []  # recorded once per batch
         debug = job_log.isEnabledFor(logging.DEBUG)
         for result in batch:
             fate = written.get((result.job_id, result.attempt))
@@ -846,7 +847,7 @@ class Runner:
             if instruments is not None:
                 job = result.job
                 processed[job.queue, job.task, outcome] += 1
-                instruments.record_times(job.queue, job.task, result.duration, result.wait)
+                times.append((job.queue, job.task, result.duration, result.wait))
             if outcome == "cancelled":
                 job_log.info(
                     "job %d attempt %d cancelled (%s)",
@@ -872,6 +873,7 @@ class Runner:
                     extra=_job_fields(result, outcome, self.worker_id),
                 )
         if instruments is not None:
+            instruments.record_times(times)
             for (queue, task, outcome), count in processed.items():
                 instruments.count(queue, task, outcome, count)
 

@@ -19,14 +19,17 @@ import math
 import os
 import re
 import threading
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from time import time_ns
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, metrics, trace
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from jobqueue.errors import ConfigurationError
@@ -191,7 +194,7 @@ def mark_active_for_tests() -> None:
 # -- traces --------------------------------------------------------------------------------------
 
 
-# (name, kind, attributes, links, the attributes' shared leading entries)
+# (name, kind, attributes, links, shared attributes that come before them)
 RootSpanStart = Callable[
     [str, SpanKind, dict[str, Any], Sequence[Link], dict[str, Any]], trace.Span
 ]
@@ -224,7 +227,11 @@ def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
                 _leading: dict[str, Any],
             ) -> trace.Span:
                 return tracer.start_span(
-                    name, context.Context(), kind, attributes=attributes, links=links
+                    name,
+                    context.Context(),
+                    kind,
+                    attributes={**_leading, **attributes},
+                    links=links,
                 )
 
         _cached_tracer = (provider, tracer, start)
@@ -304,17 +311,13 @@ class ConsumerSpan:
         job = self._job
         links = enqueuing_links(self._trace_context) if self._trace_context else ()
         leading = _leading_attributes(job.queue, job.task, job.tenant_id)
-        attributes = {
-            **leading,
-            "messaging.message.id": str(job.id),
-            "pauta.job.attempt": job.attempt,
-        }
+        attributes = {"messaging.message.id": str(job.id), "pauta.job.attempt": job.attempt}
         # A new trace per attempt (the enqueuing request's trace is linked, not a parent).
         start = _tracer_and_root_start()[1]
         span = self._span = start(
             f"process {job.task}", SpanKind.CONSUMER, attributes, links, leading
         )
-        self._token = context.attach(trace.set_span_in_context(span))
+        self._token = _attach_span(span)
         return span
 
     def __exit__(self, *_exception: object) -> None:
@@ -322,6 +325,33 @@ class ConsumerSpan:
         if span is not None:
             context.detach(self._token)  # type: ignore[arg-type]
             span.end()
+
+
+def _attach_span(span: trace.Span) -> object:
+    """``context.attach(trace.set_span_in_context(span))``: the current context with ``span``
+    as its span, made current. With the SDK's default runtime context (context variables) its
+    variable is set here directly: the API's calls around it took 1.2 µs of an attempt, this
+    0.7 (docs/benchmarks.md, "2026-12-05, night"). Another runtime context (chosen by
+    ``OTEL_PYTHON_CONTEXT``) goes through the API."""
+    if _CONTEXT_VARIABLE is None:
+        return context.attach(trace.set_span_in_context(span))
+    current = _CONTEXT_VARIABLE.get()
+    return _CONTEXT_VARIABLE.set(
+        context.Context({**current, _SPAN_KEY: span} if current else {_SPAN_KEY: span})
+    )
+
+
+def _context_variable() -> "ContextVar[context.Context] | None":
+    """The context variable the API's runtime context keeps the current context in, when it is
+    the SDK's default one (``contextvars_context``): None for any other."""
+    runtime = getattr(context, "_RUNTIME_CONTEXT", None)
+    if type(runtime) is not ContextVarsRuntimeContext:
+        return None
+    variable = getattr(runtime, "_current_context", None)
+    return variable if isinstance(variable, ContextVar) else None
+
+
+_CONTEXT_VARIABLE = _context_variable()
 
 
 # What ``producer`` stores: a W3C traceparent of version 00, lowercase, and no tracestate.
@@ -401,7 +431,8 @@ def trace_id_of(span: Any) -> str | None:
     span_context = span.get_span_context()
     if not (span_context.is_valid and span_context.trace_flags & TraceFlags.SAMPLED):
         return None
-    return f"{span_context.trace_id:032x}"  # format_trace_id's text, without its call
+    trace_id: int = span_context.trace_id
+    return trace_id.to_bytes(16, "big").hex()  # format_trace_id's text, without formatting
 
 
 # -- metrics -------------------------------------------------------------------------------------
@@ -419,9 +450,16 @@ DURATION_BUCKETS = (
 class _Series:
     """One histogram series (an instrument's values for one queue and task), aggregated as the
     SDK's explicit-bucket histogram does: bucket ``i`` counts values in (bound ``i-1``, bound
-    ``i``], the last one those above every bound."""
+    ``i``], the last one those above every bound.
 
-    __slots__ = ("count", "counts", "max", "min", "since", "total")
+    Values wait in ``pending`` and are folded in together, at most ``FOLD_AT`` at a time: once
+    sorted (in C), each bucket's count is where its bound falls among them, and the sum, the
+    least and the greatest come from C too. Adding each value as it came cost a traced drain
+    about 1.5 µs an attempt (docs/benchmarks.md, "2026-12-05, night")."""
+
+    __slots__ = ("count", "counts", "max", "min", "pending", "since", "total")
+
+    FOLD_AT = 1024
 
     def __init__(self, since: int) -> None:
         self.counts = [0] * (len(DURATION_BUCKETS) + 1)
@@ -430,19 +468,30 @@ class _Series:
         self.min = math.inf
         self.max = -math.inf
         self.since = since  # the start of what it counts, in ns since the epoch
+        self.pending: list[float] = []  # values not yet folded in: none below zero
 
-    def add(self, value: float) -> None:
-        self.counts[bisect_left(DURATION_BUCKETS, value)] += 1
-        self.count += 1
-        self.total += value
-        if value < self.min:
-            self.min = value
-        if value > self.max:
-            self.max = value
+    def fold(self) -> None:
+        """Add the pending values to the buckets, the count, the sum and the extremes."""
+        if not self.pending:
+            return
+        values = sorted(self.pending)
+        self.pending = []
+        counts = self.counts
+        below = 0  # values at or under the bounds so far
+        for index, bound in enumerate(DURATION_BUCKETS):
+            at_or_under = bisect_right(values, bound, below)
+            counts[index] += at_or_under - below
+            below = at_or_under
+        counts[-1] += len(values) - below
+        self.count += len(values)
+        self.total += sum(values)
+        self.min = min(self.min, values[0])
+        self.max = max(self.max, values[-1])
 
     def point(self, attributes: dict[str, str], now: int) -> Any:
         from opentelemetry.sdk.metrics.export import HistogramDataPoint
 
+        self.fold()
         return HistogramDataPoint(
             attributes=attributes,
             start_time_unix_nano=self.since,
@@ -475,18 +524,25 @@ class JobTimes:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], tuple[_Series, _Series]] = {}
 
-    def record(self, queue: str, task: str, run: float, wait: float) -> None:
-        """One attempt's run and wait time, in seconds; a negative value (a clock stepped back
-        between two hosts) is left out, as the SDK's histogram leaves it out."""
+    def record(self, times: Iterable[tuple[str, str, float, float]]) -> None:
+        """Attempts' ``(queue, task, run, wait)`` times, in seconds; a negative value (a clock
+        stepped back between two hosts) is left out, as the SDK's histogram leaves it out."""
         with self._lock:
-            series = self._series.get((queue, task))
-            if series is None:
-                now = time_ns()
-                series = self._series[queue, task] = (_Series(now), _Series(now))
-            if run >= 0:
-                series[0].add(run)
-            if wait >= 0:
-                series[1].add(wait)
+            found = self._series
+            for queue, task, run, wait in times:
+                series = found.get((queue, task))
+                if series is None:
+                    now = time_ns()
+                    series = found[queue, task] = (_Series(now), _Series(now))
+                runs, waits = series
+                if run >= 0:
+                    runs.pending.append(run)
+                    if len(runs.pending) >= _Series.FOLD_AT:
+                        runs.fold()
+                if wait >= 0:
+                    waits.pending.append(wait)
+                    if len(waits.pending) >= _Series.FOLD_AT:
+                        waits.fold()
 
     def collect(self, delta: bool) -> list[Any]:
         """The two histograms as the SDK's ``Metric`` data, cumulative since each series began,
@@ -500,6 +556,8 @@ class JobTimes:
             runs, waits = [], []
             for (queue, task), (run, wait) in self._series.items():
                 attributes = {"queue": queue, "task": task}
+                run.fold()
+                wait.fold()
                 if run.count:
                     runs.append(run.point(attributes, now))
                 if wait.count:
@@ -572,9 +630,9 @@ class JobMetrics:
             "pauta.jobs.processed", unit="{job}", description="Attempts finished, by outcome"
         )
 
-    def record_times(self, queue: str, task: str, run: float, wait: float) -> None:
-        """One attempt's run and wait time (:data:`job_times` takes them)."""
-        job_times.record(queue, task, run, wait)
+    def record_times(self, times: Iterable[tuple[str, str, float, float]]) -> None:
+        """Attempts' ``(queue, task, run, wait)`` times (:data:`job_times` takes them)."""
+        job_times.record(times)
 
     def count(self, queue: str, task: str, outcome: str, attempts: int) -> None:
         """Attempts finished with ``outcome``: the runner counts a written batch in one call."""

@@ -57,9 +57,8 @@ class ListSink:
 
 
 def deferred_span(tracer: Any, links: list[Link], sink: ListSink) -> Any:
-    attributes = {**LEADING, **REST}
     return RootSpans(tracer, sink).start(
-        "process send_mail", SpanKind.CONSUMER, attributes, links, LEADING
+        "process send_mail", SpanKind.CONSUMER, dict(REST), links, LEADING
     )
 
 
@@ -146,34 +145,48 @@ rest_values = st.one_of(
 )
 
 
+CONSUMER = SpanKind.CONSUMER
+LONG_KEY = "pauta.a-key-long-enough-that-its-pair-with-a-short-text-takes-two-bytes-of-length"
+
+
 @settings(max_examples=300, deadline=None)
-@example(message_id="x" * 125, attempt=127, links=[Link(ENQUEUED)])
-@example(message_id="x" * 126, attempt=128, links=[Link(ENQUEUED)])
-@example(message_id="é", attempt=-1, links=[Link(SpanContext(0, 0, True))])
-@given(message_id=rest_values, attempt=rest_values, links=st.lists(link_shapes, max_size=3))
+@example(message_id="x" * 125, attempt=127, links=[Link(ENQUEUED)], key=LONG_KEY, kind=CONSUMER)
+@example(message_id="x" * 126, attempt=128, links=[Link(ENQUEUED)], key=LONG_KEY, kind=CONSUMER)
+@example(message_id="é", attempt=-1, links=[Link(SpanContext(0, 0, True))], key="k", kind=CONSUMER)
+@example(message_id="a", attempt=0, links=[], key="pauta.job.attempt", kind=SpanKind.INTERNAL)
+@example(message_id="b", attempt=5, links=[], key="pauta.job.attempt", kind=CONSUMER)
+@given(
+    message_id=rest_values,
+    attempt=rest_values,
+    links=st.lists(link_shapes, max_size=3),
+    key=st.sampled_from(["pauta.job.attempt", LONG_KEY, "k"]) | st.text(min_size=1, max_size=200),
+    kind=st.sampled_from(list(SpanKind)),
+)
 def test_an_unchanged_span_encodes_its_own_attributes_and_links_as_the_official_encoder_does(
-    message_id: Any, attempt: Any, links: list[Link]
+    message_id: Any, attempt: Any, links: list[Link], key: str, kind: SpanKind
 ) -> None:
-    """The attributes after the shared leading ones and the links, whatever they hold, as the
-    SDK's span reaches the collector.
+    """The attributes after the shared leading ones (whatever their keys and values hold), the
+    links and the span's kind, as the SDK's span reaches the collector; one name with one kind
+    after another, and one small whole number after another.
     kills: deferred-encoding-rest-attributes, deferred-encoding-short-text,
     deferred-encoding-link-length, deferred-encoding-invalid-link-kept,
-    deferred-encoding-link-flags"""
-    rest = {"messaging.message.id": message_id, "pauta.job.attempt": attempt}
+    deferred-encoding-link-flags, deferred-encoding-name-kept-for-another-kind,
+    deferred-encoding-small-int-kept-for-another, deferred-encoding-long-pair"""
+    if key == "messaging.message.id" or key in LEADING:
+        key = f"{key}.own"  # the attributes after the leading ones have keys of their own
+    rest = {"messaging.message.id": message_id, key: attempt}
     made, exporter = provider()
     tracer = made.get_tracer("pauta.jobqueue")
     tracer.start_span(
         "process send_mail",
         context=context.Context(),
-        kind=SpanKind.CONSUMER,
+        kind=kind,
         links=links,
         attributes={**LEADING, **rest},
     ).end()
     [expected] = exporter.get_finished_spans()
     sink = ListSink()
-    RootSpans(tracer, sink).start(
-        "process send_mail", SpanKind.CONSUMER, {**LEADING, **rest}, links, LEADING
-    ).end()
+    RootSpans(tracer, sink).start("process send_mail", kind, dict(rest), links, LEADING).end()
     [unchanged] = sink.spans
     assert sent(unchanged, made.resource) == sent(expected, made.resource)
 
@@ -218,22 +231,28 @@ def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_lim
     None
 ):
     """A processor added after configure (to see every span) turns deferred spans off; so do
-    limits that would cut the attempt's own attributes."""
-    made, _ = provider()
-    sink = AttemptSpanSink(
-        made, SpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), made.resource, SCOPE
-    )
-    try:
-        tracer = made.get_tracer("pauta.jobqueue")
-        assert isinstance(deferred_span(tracer, [], sink), DeferredSpan)
-        made.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
-        assert isinstance(deferred_span(tracer, [], sink), AttemptSpan)
-        limited, _ = provider(limits=SpanLimits(max_span_attributes=3))
-        assert isinstance(
-            deferred_span(limited.get_tracer("pauta.jobqueue"), [], sink), AttemptSpan
+    limits that would cut the attempt's attributes, the shared leading ones counted.
+    kills: deferred-span-limit-counts-its-own-only"""
+
+    def started(limits: SpanLimits | None, add_processor: bool = False) -> Any:
+        made, _ = provider() if limits is None else provider(limits=limits)
+        sink = AttemptSpanSink(
+            made, SpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), made.resource, SCOPE
         )
-    finally:
-        sink.shutdown()
+        try:
+            if add_processor:
+                made.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+            return deferred_span(made.get_tracer("pauta.jobqueue"), [], sink)
+        finally:
+            sink.shutdown()
+
+    every = len(LEADING) + len(REST)
+    assert isinstance(started(None), DeferredSpan)
+    assert isinstance(started(None, add_processor=True), AttemptSpan)
+    assert isinstance(started(SpanLimits(max_span_attributes=every)), DeferredSpan)
+    assert isinstance(started(SpanLimits(max_span_attributes=every - 1)), AttemptSpan)
+    assert isinstance(started(SpanLimits(max_links=0)), DeferredSpan)  # it has no links
+    assert isinstance(started(SpanLimits(max_attribute_length=100)), AttemptSpan)
 
 
 SCOPE = InstrumentationScope("pauta.jobqueue")
@@ -261,7 +280,7 @@ def test_the_sink_sends_every_span_in_batches_drops_past_its_bound_and_sends_the
 
     def end_one() -> None:
         span = RootSpans(tracer, sink).start(
-            next(names), SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING
+            next(names), SpanKind.CONSUMER, dict(REST), [], LEADING
         )
         span.end()
 
@@ -301,7 +320,7 @@ def test_the_sink_sends_what_it_holds_when_spans_stop_coming_a_few_at_most_once_
     def end(sink: AttemptSpanSink, count: int) -> None:
         for _ in range(count):
             RootSpans(tracer, sink).start(
-                "process t", SpanKind.CONSUMER, {**LEADING, **REST}, [], LEADING
+                "process t", SpanKind.CONSUMER, dict(REST), [], LEADING
             ).end()
 
     def received(count: int) -> None:
@@ -344,9 +363,8 @@ tracer = made.get_tracer("pauta.jobqueue")
 traces = SpanExporter(endpoint=sys.argv[1] + "/v1/traces")
 sink = AttemptSpanSink(made, traces, made.resource, SCOPE, quiet=None)
 for n in range(3):
-    attributes = {**LEADING, **REST}
     RootSpans(tracer, sink).start(
-        f"process t{n}", SpanKind.CONSUMER, attributes, [], LEADING
+        f"process t{n}", SpanKind.CONSUMER, dict(REST), [], LEADING
     ).end()
 """
 

@@ -5,7 +5,7 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, context, trace
 
 from jobqueue import PermanentError, RetryPolicy, TaskRegistry, telemetry
 from jobqueue.execution import AttemptControl, JobContext, run_job
@@ -139,6 +139,31 @@ def test_each_attempts_result_names_the_trace_of_its_own_span() -> None:
     ]
     assert seen[0].get_span_context() == spans[0].context  # current while the task ran
     assert not trace.get_current_span().get_span_context().is_valid  # and not after
+
+
+def test_an_attempts_span_is_current_beside_what_the_threads_context_held() -> None:
+    """While the task runs, the current context is the thread's with the attempt's span added
+    (a baggage entry the thread had is still there); after it, the thread's again.
+    kills: attempt-context-drops-entries, consumer-span-left-current"""
+    installed = memory_telemetry()
+    tasks = registry_with_tasks()
+    seen: list[tuple[trace.Span, object]] = []
+
+    @tasks.task("look")
+    def look() -> None:
+        seen.append((trace.get_current_span(), baggage.get_baggage("tenant.region")))
+
+    token = context.attach(baggage.set_baggage("tenant.region", "sul"))
+    try:
+        run_job(claimed("look", {}), tasks, "w1", nullcontext)
+        after = context.get_current()
+    finally:
+        context.detach(token)
+    [span] = installed.spans.get_finished_spans()
+    assert seen == [(seen[0][0], "sul")]
+    assert seen[0][0].get_span_context() == span.context
+    assert baggage.get_baggage("tenant.region", after) == "sul"
+    assert not trace.get_current_span(after).get_span_context().is_valid
 
 
 def test_an_attempt_links_to_its_enqueuing_span_and_runs_whatever_its_row_holds_there() -> None:

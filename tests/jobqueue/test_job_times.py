@@ -52,11 +52,16 @@ class Readers:
         self.counter = engine_meter.create_counter("pauta.jobs.processed")
 
     def record(self, queue: str, task: str, run: float, wait: float) -> None:
-        labels = {"queue": queue, "task": task}
-        self.sdk[0].record(run, labels)
-        self.sdk[1].record(wait, labels)
-        self.times.record(queue, task, run, wait)
-        self.counter.add(1, labels)
+        self.record_batch([(queue, task, run, wait)])
+
+    def record_batch(self, batch: list[tuple[str, str, float, float]]) -> None:
+        """The SDK's histograms take the attempts one by one, the engine's together."""
+        for queue, task, run, wait in batch:
+            labels = {"queue": queue, "task": task}
+            self.sdk[0].record(run, labels)
+            self.sdk[1].record(wait, labels)
+            self.counter.add(1, labels)
+        self.times.record(batch)
 
     def points(self) -> tuple[dict[Any, Any], dict[Any, Any]]:
         return _points(self.sdk_reader), _points(self.engine_reader)
@@ -90,20 +95,30 @@ def _points(reader: InMemoryMetricReader) -> dict[Any, Any]:
     "temporality", [AggregationTemporality.CUMULATIVE, AggregationTemporality.DELTA]
 )
 @settings(max_examples=150, deadline=None)
-@given(first=attempts, second=attempts)
+@given(
+    first=attempts, second=attempts, batch=st.integers(1, 40), fold_at=st.sampled_from([1, 3, 1024])
+)
 def test_engine_histograms_read_as_the_sdks_own(
-    temporality: AggregationTemporality, first: Any, second: Any
+    temporality: AggregationTemporality, first: Any, second: Any, batch: int, fold_at: int
 ) -> None:
     """Cumulative, or delta: each collection holds what came since the one before, and nothing
-    for a series that took no value meanwhile.
+    for a series that took no value meanwhile; whether the attempts come one by one or in
+    batches, and whether their values are folded into the buckets as they come, a few at a
+    time or at the collection.
     kills: job-times-bucket-by-bisect-right, job-times-negative-kept,
-    job-times-delta-not-restarted"""
+    job-times-delta-not-restarted, job-times-fold-forgets-the-last-bucket,
+    job-times-pending-lost-at-fold, job-times-fold-keeps-the-old-least"""
     readers = Readers(temporality)
-    for collection in (first, second):
-        for attempt in collection:
-            readers.record(*attempt)
-        sdk, engine = readers.points()
-        assert engine == sdk
+    folded_at = telemetry._Series.FOLD_AT
+    telemetry._Series.FOLD_AT = fold_at
+    try:
+        for collection in (first, second):
+            for start in range(0, len(collection), batch):
+                readers.record_batch(collection[start : start + batch])
+            sdk, engine = readers.points()
+            assert engine == sdk
+    finally:
+        telemetry._Series.FOLD_AT = folded_at
 
 
 def test_a_delta_point_starts_where_the_last_collection_ended() -> None:
@@ -129,7 +144,7 @@ def test_the_histograms_join_the_engines_scope_beside_its_counter() -> None:
     reader = Reader()
     provider = MeterProvider(metric_readers=[reader])
     provider.get_meter("elsewhere").create_counter("other").add(1)
-    times.record("default", "a", 0.2, 0.01)
+    times.record([("default", "a", 0.2, 0.01)])
     assert _metrics_by_scope(reader) == {"elsewhere": ["other"], telemetry.METER_NAME: [*NAMES]}
     provider.get_meter(telemetry.METER_NAME).create_counter("pauta.jobs.processed").add(1)
     assert _metrics_by_scope(reader) == {
