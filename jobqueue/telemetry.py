@@ -454,8 +454,9 @@ class _Series:
 
     Values wait in ``pending`` and are folded in together, at most ``FOLD_AT`` at a time: once
     sorted (in C), each bucket's count is where its bound falls among them, and the sum, the
-    least and the greatest come from C too. Adding each value as it came cost a traced drain
-    about 1.5 µs an attempt (docs/benchmarks.md, "2026-12-05, night")."""
+    least and the greatest come from C too. Recording the run and wait times of an attempt as
+    they came took about 2.9 µs of a traced drain's runner an attempt, folded about 0.9
+    (py-spy; docs/benchmarks.md, "2026-12-05, night")."""
 
     __slots__ = ("count", "counts", "max", "min", "pending", "since", "total")
 
