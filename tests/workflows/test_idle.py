@@ -2,7 +2,6 @@
 connection of a real worker.py, and its memory does not grow with them. (bench/workflow_idle.py
 runs the long version: 10,000 executions, RSS sampled over minutes, the console list timed.)"""
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ THREADS = 4
 class Footprint:
     threads: int
     connections: int
-    busy_connections: int  # in a transaction or running a statement
+    # in a transaction begun over a second ago: held, not one of the worker's own short
+    # statements (a heartbeat, a claim's poll) that a snapshot may catch running
+    busy_connections: int
     rss_kib: int
 
 
@@ -31,12 +32,11 @@ def footprint(conn: Conn, pid: int) -> Footprint:
     status = Path(f"/proc/{pid}/status").read_text()
     rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
     rows = conn.execute(
-        "SELECT state FROM pg_stat_activity"
+        "SELECT state, xact_start < now() - interval '1 second' FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         " AND backend_type = 'client backend'"
     ).fetchall()
-    states = Counter(row[0] for row in rows)
-    busy = sum(count for state, count in states.items() if state not in ("idle", None))
+    busy = sum(1 for state, held in rows if state not in ("idle", None) and held)
     return Footprint(len(list(Path(f"/proc/{pid}/task").iterdir())), len(rows), busy, rss)
 
 
