@@ -125,7 +125,8 @@ def attempts_exported(receiver: "Receiver", n: int) -> Callable[[], bool]:
 def switch_off_tracing_parts(parts: str) -> None:
     """For bench.tracing_parts only: leave out parts of tracing in this runner process, by
     replacing them here (``export``: spans are not sent, and those of the batch processor not
-    encoded either; deferred attempt spans are still encoded as they end;
+    encoded either; deferred attempt spans are still encoded as they end; ``encoding``: the
+    first deferred span's bytes are sent for every one, so the receiver still counts each;
     ``histograms``: the run and wait times are not recorded; ``spans``: attempts get none)."""
     chosen = set(filter(None, parts.split(",")))
     if unknown := chosen - {"export", "encoding", "histograms", "spans"}:

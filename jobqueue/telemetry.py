@@ -224,13 +224,13 @@ def _tracer_and_root_start() -> tuple[trace.Tracer, RootSpanStart]:
                 kind: SpanKind,
                 attributes: dict[str, Any],
                 links: Sequence[Link],
-                _leading: dict[str, Any],
+                leading: dict[str, Any],
             ) -> trace.Span:
                 return tracer.start_span(
                     name,
                     context.Context(),
                     kind,
-                    attributes={**_leading, **attributes},
+                    attributes={**leading, **attributes},
                     links=links,
                 )
 

@@ -349,6 +349,49 @@ def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:
     assert finished.end_time is not None and finished.end_time >= finished.start_time
 
 
+class VendorTracerProvider(trace.TracerProvider):
+    """A provider that is not the SDK's (as a vendor's SDK is), whose tracer hands its spans to
+    an SDK tracer underneath so that what it was asked for can be read back."""
+
+    def __init__(self) -> None:
+        self.sdk, self.exporter = provider()
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        sdk_tracer = self.sdk.get_tracer(*args, **kwargs)
+
+        class VendorTracer(trace.Tracer):
+            def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+                return sdk_tracer.start_span(*args, **kwargs)
+
+            def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+                return sdk_tracer.start_as_current_span(*args, **kwargs)
+
+        return VendorTracer()
+
+
+def test_another_providers_attempt_span_carries_the_shared_attributes_and_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kills: vendor-span-without-the-leading-attributes"""
+    memory_telemetry()
+    vendor = VendorTracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: vendor)
+    job = ClaimedJob(9, 1, "mail", "send_mail", {}, 0, 2, 3, NOW, NOW)
+    with telemetry.ConsumerSpan(job, None):
+        pass
+    [finished] = vendor.exporter.get_finished_spans()
+    assert dict(finished.attributes or {}) == {
+        "messaging.system": "pauta",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": "mail",
+        "pauta.task": "send_mail",
+        "pauta.tenant.id": 1,
+        "messaging.message.id": "9",
+        "pauta.job.attempt": 2,
+    }
+
+
 def test_a_tracer_provider_other_than_the_sdks_makes_the_attempts_spans_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
