@@ -32,7 +32,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from jobqueue import telemetry
-from jobqueue.attempt_span import AttemptSpan, RootSpans
+from jobqueue.attempt_span import AttemptSpan, RootSpans, _span_context
 from jobqueue.store import ClaimedJob
 from tests.support.telemetry import memory_telemetry
 
@@ -330,6 +330,48 @@ def test_root_spans_are_sampled_as_the_tracers_sampler_samples_them(
         assert span.is_recording() == expected.is_recording(), trace_id
         if span.is_recording():
             assert dict(span.attributes) == dict(expected.attributes)  # type: ignore[attr-defined]
+
+
+ID_EDGES = [0, 1, 2**64 - 1, 2**64, 2**128 - 1, 2**128, -1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    trace_id=st.one_of(st.sampled_from(ID_EDGES), st.integers(-1, 2**129)),
+    span_id=st.one_of(st.sampled_from(ID_EDGES), st.integers(-1, 2**65)),
+    sampled=st.booleans(),
+    trace_state=st.sampled_from([None, TraceState(), TraceState([("vendor", "on")])]),
+)
+def test_a_root_spans_context_is_the_one_the_api_makes_for_any_ids(
+    trace_id: int, span_id: int, sampled: bool, trace_state: TraceState | None
+) -> None:
+    """The span context RootSpans makes without SpanContext's constructor is the tuple the
+    constructor makes, its validity included, for ids in range and out of it (an id generator
+    of the user's may hand out 0 or more than 128 bits), with or without a trace state.
+    kills: span-context-always-valid, span-context-valid-span-id-unchecked,
+    span-context-keeps-no-trace-state"""
+    flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+    made = _span_context(trace_id, span_id, flags, trace_state)
+    expected = SpanContext(trace_id, span_id, False, flags, trace_state)
+    assert type(made) is SpanContext
+    assert tuple(made) == tuple(expected)
+    assert made.is_valid == expected.is_valid
+    assert made.trace_state is expected.trace_state or made.trace_state == expected.trace_state
+
+
+def test_an_id_generator_handing_out_an_invalid_id_gets_an_invalid_span_context() -> None:
+    """A trace id of 0 from the tracer's id generator gives the span an invalid context, as
+    the SDK's tracer would: its trace is not stored with the attempt's row.
+    kills: span-context-always-valid"""
+    tracer_provider = TracerProvider(id_generator=GivenIds([0, 5]))
+    tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    ours = RootSpans(tracer_provider.get_tracer("pauta.jobqueue"))
+    invalid = ours.start("process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), ())
+    valid = ours.start("process send_mail", SpanKind.CONSUMER, dict(ATTRIBUTES), ())
+    assert not invalid.get_span_context().is_valid
+    assert telemetry.trace_id_of(invalid) is None
+    assert valid.get_span_context().is_valid
+    assert telemetry.trace_id_of(valid) == f"{5:032x}"
 
 
 def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:

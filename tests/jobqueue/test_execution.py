@@ -1,5 +1,7 @@
 """How one attempt is classified, with a registry of fake tasks (no database)."""
 
+import contextvars
+import logging
 import math
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
@@ -164,6 +166,47 @@ def test_an_attempts_span_is_current_beside_what_the_threads_context_held() -> N
     assert seen[0][0].get_span_context() == span.context
     assert baggage.get_baggage("tenant.region", after) == "sul"
     assert not trace.get_current_span(after).get_span_context().is_valid
+
+
+def test_a_task_that_leaves_a_context_attached_does_not_leave_it_to_the_next_attempt() -> None:
+    """Task code that attaches a context and never detaches it: the attempt still succeeds,
+    and after it the thread's context is the runner's again, with neither the task's baggage
+    nor the attempt's span; the next attempt on the thread starts from it.
+    kills: consumer-span-left-current"""
+    installed = memory_telemetry()
+    tasks = registry_with_tasks()
+    seen: list[object] = []
+
+    @tasks.task("leak")
+    def leak() -> None:
+        seen.append(baggage.get_baggage("left.behind"))
+        context.attach(baggage.set_baggage("left.behind", "yes"))
+
+    first = run_job(claimed("leak", {}), tasks, "w1", nullcontext)
+    after = context.get_current()
+    second = run_job(claimed("leak", {}), tasks, "w1", nullcontext)
+    assert (first.outcome, second.outcome) == ("succeeded", "succeeded")
+    assert seen == [None, None]
+    assert baggage.get_baggage("left.behind", after) is None
+    assert not trace.get_current_span(after).get_span_context().is_valid
+    assert len(installed.spans.get_finished_spans()) == 2
+
+
+def test_a_context_token_that_cannot_be_reset_is_logged_and_the_runner_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A token made in another context (a span entered in one and left in another) cannot
+    reset this one: as the API's own detach, that is logged, not raised into the runner's
+    thread, and the current context is left as it was.
+    kills: detach-raises"""
+    foreign = contextvars.copy_context().run(
+        lambda: context.attach(baggage.set_baggage("elsewhere", "1"))
+    )
+    before = context.get_current()
+    with caplog.at_level(logging.ERROR, logger="jobqueue.telemetry"):
+        telemetry._detach(foreign)
+    assert context.get_current() is before
+    assert [r.getMessage() for r in caplog.records] == ["Failed to detach context"]
 
 
 def test_an_attempt_links_to_its_enqueuing_span_and_runs_whatever_its_row_holds_there() -> None:
