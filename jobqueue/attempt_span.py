@@ -177,7 +177,7 @@ def _span_context(
 ) -> SpanContext:
     """``SpanContext(trace_id, span_id, False, flags, trace_state)``, made without its
     ``__new__``'s call: the same tuple, in 0.40 µs instead of 0.78 on a slow machine
-    (docs/benchmarks.md, "2026-12-05, evening, second session")."""
+    (docs/benchmarks.md, "2026-12-05, late night")."""
     return tuple.__new__(
         SpanContext,
         (
