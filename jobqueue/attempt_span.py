@@ -22,6 +22,8 @@ time, and everything from there is that span's: it ends through the processors a
 """
 
 import logging
+import random
+import sys
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
@@ -33,6 +35,7 @@ from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk import util
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, Tracer
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
     Decision,
     ParentBased,
@@ -95,10 +98,11 @@ class RootSpans:
         "_bound",
         "_flags",
         "_limits",
+        "_random_bits",
+        "_room",
         "_sampler",
         "_span_id",
         "_trace_id",
-        "_unlimited",
         "sink",
         "tracer",
     )
@@ -109,16 +113,17 @@ class RootSpans:
         ids = tracer.id_generator
         self._trace_id = ids.generate_trace_id
         self._span_id = ids.generate_span_id
-        random = ids.is_trace_id_random()
-        self._flags = (_FLAGS[False, random], _FLAGS[True, random])  # by sampled
+        # the SDK's default generator's draws, made in start without its two Python calls
+        self._random_bits = random.getrandbits if type(ids) is RandomIdGenerator else None
+        random_ids = ids.is_trace_id_random()
+        self._flags = (_FLAGS[False, random_ids], _FLAGS[True, random_ids])  # by sampled
         self._sampler, self._bound = _root_sampling(tracer.sampler)
         limits: SpanLimits = tracer._span_limits
         self._limits = limits
-        self._unlimited = (
-            limits.max_span_attribute_length is None
-            and limits.max_span_attributes is None
-            and limits.max_links is None
-        )
+        # The most attributes and links the limits leave whole (a deferred span keeps them as
+        # they are; where a limit would cut them, the attempt takes an AttemptSpan, which
+        # applies it and counts what it dropped). A length limit may cut any text: none.
+        self._room = _room(limits)
 
     def start(
         self,
@@ -134,9 +139,11 @@ class RootSpans:
         among them): the encoder of deferred spans encodes them once, and the two are merged
         into one dict only where something reads them so (a sampler, an SDK-like span)."""
         tracer = self.tracer
-        if not tracer._is_enabled():  # turned off by a tracer configurator
+        if not tracer._tracer_config.is_enabled:  # _is_enabled(), turned off by a configurator
             return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
-        trace_id = self._trace_id()
+        random_bits = self._random_bits
+        # RandomIdGenerator draws again while it draws 0, which the SDK's call here then does
+        trace_id = (random_bits(128) if random_bits else 0) or self._trace_id()
         sampler = self._sampler
         if sampler is None:  # decided here, as the tracer's sampler decides a root span
             bound = self._bound
@@ -152,14 +159,17 @@ class RootSpans:
             if recording and len(sampling.attributes) != len(every):  # it added some
                 attributes = {**every, **sampling.attributes}
                 leading = None  # it may have given one of the leading ones another value
-        span_context = _span_context(trace_id, self._span_id(), self._flags[sampled], trace_state)
+        span_id = (random_bits(64) if random_bits else 0) or self._span_id()
+        span_context = _span_context(trace_id, span_id, self._flags[sampled], trace_state)
         if not recording:
             return trace.NonRecordingSpan(span_context)
         sink = self.sink
+        most_attributes, most_links = self._room
         if (
             sink is not None
             and sink.serves(tracer)
-            and (self._unlimited or _unbounded(self._limits, leading, attributes, links))
+            and len(attributes) + (len(leading) if leading else 0) <= most_attributes
+            and len(links) <= most_links
         ):
             return DeferredSpan(tracer, sink, name, span_context, kind, attributes, links, leading)
         span = AttemptSpan(tracer, name, span_context, kind, _merged(leading, attributes), links)
@@ -222,20 +232,14 @@ def _root_sampling(sampler: Sampler) -> tuple[Sampler | None, int | None]:
     return sampler, None
 
 
-def _unbounded(
-    limits: SpanLimits,
-    leading: Mapping[str, types.AnyValue] | None,
-    attributes: Mapping[str, types.AnyValue],
-    links: Sequence[Link],
-) -> bool:
-    """Whether the span limits leave these attributes (``leading``'s, then ``attributes``) and
-    links whole (a deferred span keeps them as they are; where a limit would cut them, the
-    attempt takes an AttemptSpan, which applies it and counts what it dropped)."""
-    count = len(attributes) + (len(leading) if leading else 0)
+def _room(limits: SpanLimits) -> tuple[int, int]:
+    """How many attributes (``leading``'s and a span's own together) and links ``limits``
+    leave whole: (-1, -1) when a length limit may cut any of them."""
+    if limits.max_span_attribute_length is not None:
+        return -1, -1
     return (
-        limits.max_span_attribute_length is None
-        and (limits.max_span_attributes is None or count <= limits.max_span_attributes)
-        and (limits.max_links is None or len(links) <= limits.max_links)
+        sys.maxsize if limits.max_span_attributes is None else limits.max_span_attributes,
+        sys.maxsize if limits.max_links is None else limits.max_links,
     )
 
 

@@ -239,14 +239,9 @@ _TIMES = struct.Struct("<BQBQ")  # start and end: their tags and fixed64 values
 _UNCHANGED_END = _UNSET_STATUS + b"\x85\x01" + _LOCAL_FLAGS
 # a link field of 33 bytes: ids (2 + 16, 2 + 8) and flags (1 + 4); then its trace id
 _UNCHANGED_LINK = b"\x6a\x21\x0a\x10"
-# the trace id's tag and length, then after it the span id's: the ids' 28 bytes as one number
+# the trace id's tag and length, then after it the span id's: the fields of valid ids (16 and
+# 8 bytes) are written as one number of 28 bytes, these tags or'ed with the ids shifted in place
 _IDS_TAGS = 0x0A10 << 208 | 0x1208 << 64
-
-
-def _ids(trace_id: int, span_id: int) -> bytes:
-    """The trace id's and span id's fields of valid ids (16 and 8 bytes), written as one
-    number."""
-    return (_IDS_TAGS | trace_id << 80 | span_id).to_bytes(28, "big")
 
 
 def _ids_out_of_range(context: SpanContext) -> bytes:
@@ -266,7 +261,8 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
     status, local flags; the attributes after its shared leading ones written here directly
     when they are text or whole numbers, as :func:`_any_value` writes them, and links without
     attributes too (what ``bounded_links`` and :func:`_links` would make of them)."""
-    context = span.span_context
+    # the context's fields by position: its properties are Python calls, four a span
+    trace_id, span_id, _, _, state, valid = span.span_context
     name, kind = span.name, span.kind
     known_name = _NAMED.get(name)
     if known_name is None or known_name[0] is not kind:
@@ -274,11 +270,12 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
             _NAMED.clear()
         known_name = _NAMED[name] = (kind, _text(b"\x2a", name) + _KIND[kind])
     named = known_name[1]
-    state = context.trace_state
     if state is not DEFAULT_TRACE_STATE and state:
         named = _trace_state(b"\x1a", state) + named
     parts = [
-        _ids(context.trace_id, context.span_id) if context.is_valid else _ids_out_of_range(context),
+        (_IDS_TAGS | trace_id << 80 | span_id).to_bytes(28, "big")
+        if valid
+        else _ids_out_of_range(span.span_context),
         named,
         _TIMES.pack(0x39, span.start_time, 0x41, span.end_time or 0),
     ]
@@ -320,7 +317,10 @@ def encode_unchanged(span: "DeferredSpan") -> bytes:
         append(_unchanged_links(span.links, span.tracer._span_limits))
     append(_UNCHANGED_END)
     body = b"".join(parts)
-    return b"\x12" + _varint(len(body)) + body
+    size = len(body)
+    if 0x80 <= size < 0x4000:  # an attempt's span: its length in two bytes, written here
+        return b"\x12" + bytes((size & 0x7F | 0x80, size >> 7)) + body
+    return b"\x12" + _varint(size) + body
 
 
 def _unchanged_links(links: Sequence[Any], limits: Any) -> bytes:

@@ -2,6 +2,7 @@
 exported, field for field, whatever a task then does with it; the sampler, the limits and the
 processors are the tracer's. Pure logic against real SDK tracers and the in-memory exporter."""
 
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -372,6 +373,56 @@ def test_an_id_generator_handing_out_an_invalid_id_gets_an_invalid_span_context(
     assert telemetry.trace_id_of(invalid) is None
     assert valid.get_span_context().is_valid
     assert telemetry.trace_id_of(valid) == f"{5:032x}"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2026])
+def test_with_the_sdks_id_generator_a_root_span_draws_the_ids_the_sdk_would(seed: int) -> None:
+    """RootSpans draws the default generator's ids itself: from the same random numbers, the
+    same trace and span ids as the SDK's tracer, span after span.
+    kills: root-spans-ids-drawn-in-another-order"""
+    made = []
+    for _ in range(2):
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        made.append(tracer_provider.get_tracer("pauta.jobqueue"))
+    ours, sdks = RootSpans(made[0]), made[1]
+    random.seed(seed)
+    got = [ours.start("process a", SpanKind.CONSUMER, {}, ()) for _ in range(3)]
+    random.seed(seed)
+    want = [sdks.start_span("process a", context=context.Context()) for _ in range(3)]
+    assert [(s.get_span_context().trace_id, s.get_span_context().span_id) for s in got] == [
+        (s.get_span_context().trace_id, s.get_span_context().span_id) for s in want
+    ]
+
+
+def test_a_draw_of_zero_is_drawn_again_as_the_sdks_generator_does() -> None:
+    """A draw of 0 (one in 2**128 for a trace id, 2**64 for a span id) is not an id: the
+    generator is asked again, and the span gets valid ids.
+    kills: root-spans-zero-draw-kept"""
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    ours = RootSpans(tracer_provider.get_tracer("pauta.jobqueue"))
+    ours._random_bits = lambda bits: 0  # every draw of RootSpans' own comes out 0
+    span_context = ours.start("process a", SpanKind.CONSUMER, {}, ()).get_span_context()
+    assert span_context.is_valid and span_context.trace_id and span_context.span_id
+
+
+def test_a_tracer_a_configurator_turns_off_and_on_again_starts_spans_accordingly() -> None:
+    """A tracer the provider's (experimental) configurator turns off gives no recording span
+    and exports nothing, as the SDK's tracer does; turned on again, the next span records.
+    kills: root-spans-tracer-always-enabled"""
+    from opentelemetry.sdk.trace import _default_tracer_configurator, _disable_tracer_configurator
+
+    made, exporter = provider()
+    ours = RootSpans(made.get_tracer("pauta.jobqueue"))
+    made._set_tracer_configurator(tracer_configurator=_disable_tracer_configurator)
+    off = ours.start("process a", SpanKind.CONSUMER, {}, ())
+    off.end()
+    made._set_tracer_configurator(tracer_configurator=_default_tracer_configurator)
+    on = ours.start("process b", SpanKind.CONSUMER, {}, ())
+    on.end()
+    assert (off.is_recording(), off.get_span_context().is_valid) == (False, False)
+    assert [span.name for span in exporter.get_finished_spans()] == ["process b"]
 
 
 def test_an_ended_span_refuses_changes_and_is_handed_over_once() -> None:

@@ -191,6 +191,47 @@ def test_an_unchanged_span_encodes_its_own_attributes_and_links_as_the_official_
     assert sent(unchanged, made.resource) == sent(expected, made.resource)
 
 
+def test_an_unchanged_spans_bytes_are_canonical_and_the_sdk_spans_at_every_length() -> None:
+    """A span's length is written in one byte, two, or more as its size asks (an attempt's is
+    two bytes, written apart): at each size across those bounds, without attributes, with
+    the usual ones, and with a message id of up to 17,000 characters, the request of the span
+    is the canonical one (decoded and written again by protobuf, the same bytes) and decodes
+    to what the SDK's span sends.
+    kills: deferred-encoding-two-byte-length-below-its-range,
+    deferred-encoding-two-byte-length-above-its-range"""
+    made, exporter = provider()
+    tracer = made.get_tracer("pauta.jobqueue")
+    scope = tracer._instrumentation_scope  # type: ignore[attr-defined]
+    shapes: list[tuple[dict[str, Any] | None, dict[str, Any]]] = [(None, {})]
+    lengths = [*range(0, 200), *range(16_200, 16_500), 17_000]
+    shapes += [
+        (LEADING, {"messaging.message.id": "x" * n, "pauta.job.attempt": 2}) for n in lengths
+    ]
+    sizes = set()
+    for leading, own in shapes:
+        sink = ListSink()
+        RootSpans(tracer, sink).start(
+            "process send_mail", SpanKind.CONSUMER, dict(own), [], leading
+        ).end()
+        [unchanged] = sink.spans
+        span_field = encode_unchanged(unchanged)
+        sizes.add(len(span_field))
+        body = encode_scope_spans(made.resource, scope, [span_field])
+        assert ExportTraceServiceRequest.FromString(body).SerializeToString() == body, len(
+            span_field
+        )
+        tracer.start_span(
+            "process send_mail",
+            context=context.Context(),
+            kind=SpanKind.CONSUMER,
+            attributes={**(leading or {}), **own},
+        ).end()
+        [expected] = exporter.get_finished_spans()
+        exporter.clear()
+        assert sent(unchanged, made.resource) == sent(expected, made.resource)
+    assert min(sizes) < 0x80 + 2 and max(sizes) > 0x4000 + 3  # one, two and three bytes of length
+
+
 def sdk_attributes_first(tracer: Any, links: list[Link]) -> Any:
     """The SDK's span with the deferred span's attributes, in their order."""
     return tracer.start_span(
@@ -231,10 +272,14 @@ def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_lim
     None
 ):
     """A processor added after configure (to see every span) turns deferred spans off; so do
-    limits that would cut the attempt's attributes, the shared leading ones counted.
-    kills: deferred-span-limit-counts-its-own-only"""
+    limits that would cut the attempt's attributes (the shared leading ones counted), its
+    text or its link.
+    kills: deferred-span-limit-counts-its-own-only, deferred-span-ignores-the-length-limit,
+    deferred-span-ignores-the-link-limit"""
 
-    def started(limits: SpanLimits | None, add_processor: bool = False) -> Any:
+    def started(
+        limits: SpanLimits | None, add_processor: bool = False, links: list[Link] | None = None
+    ) -> Any:
         made, _ = provider() if limits is None else provider(limits=limits)
         sink = AttemptSpanSink(
             made, SpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), made.resource, SCOPE
@@ -242,7 +287,7 @@ def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_lim
         try:
             if add_processor:
                 made.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
-            return deferred_span(made.get_tracer("pauta.jobqueue"), [], sink)
+            return deferred_span(made.get_tracer("pauta.jobqueue"), links or [], sink)
         finally:
             sink.shutdown()
 
@@ -252,6 +297,8 @@ def test_a_span_starts_deferred_only_while_the_sink_serves_the_tracer_and_no_lim
     assert isinstance(started(SpanLimits(max_span_attributes=every)), DeferredSpan)
     assert isinstance(started(SpanLimits(max_span_attributes=every - 1)), AttemptSpan)
     assert isinstance(started(SpanLimits(max_links=0)), DeferredSpan)  # it has no links
+    assert isinstance(started(SpanLimits(max_links=1), links=[Link(ENQUEUED)]), DeferredSpan)
+    assert isinstance(started(SpanLimits(max_links=0), links=[Link(ENQUEUED)]), AttemptSpan)
     assert isinstance(started(SpanLimits(max_attribute_length=100)), AttemptSpan)
 
 
@@ -392,7 +439,7 @@ def test_a_workers_attempts_each_reach_the_collector_once_changed_or_not(
     """Real worker processes: attempts nobody touched (through the sink), a task that tags its
     span and a failed attempt (through the processors, with the tag, the error status and the
     exception) each give exactly one span, whose trace is the one their attempt row names.
-    kills: deferred-span-change-dropped"""
+    kills: deferred-span-change-dropped, deferred-encoding-ids-by-the-wrong-position"""
     with psycopg.connect(database_url, autocommit=True) as conn:
         enqueue_many(
             conn,
