@@ -97,7 +97,6 @@ class RootSpans:
     __slots__ = (
         "_bound",
         "_flags",
-        "_limits",
         "_random_bits",
         "_room",
         "_sampler",
@@ -118,12 +117,10 @@ class RootSpans:
         random_ids = ids.is_trace_id_random()
         self._flags = (_FLAGS[False, random_ids], _FLAGS[True, random_ids])  # by sampled
         self._sampler, self._bound = _root_sampling(tracer.sampler)
-        limits: SpanLimits = tracer._span_limits
-        self._limits = limits
         # The most attributes and links the limits leave whole (a deferred span keeps them as
         # they are; where a limit would cut them, the attempt takes an AttemptSpan, which
         # applies it and counts what it dropped). A length limit may cut any text: none.
-        self._room = _room(limits)
+        self._room = _room(tracer._span_limits)
 
     def start(
         self,

@@ -350,7 +350,7 @@ def _detach(token: object) -> None:
         return
     try:
         _CONTEXT_VARIABLE.reset(token)  # type: ignore[arg-type]
-    except Exception:  # as the API's detach: a task that left its context changed is logged
+    except Exception:  # as the API's detach: a token made in another context is logged
         log.exception("Failed to detach context")
 
 
