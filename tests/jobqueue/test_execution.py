@@ -168,6 +168,26 @@ def test_an_attempts_span_is_current_beside_what_the_threads_context_held() -> N
     assert not trace.get_current_span(after).get_span_context().is_valid
 
 
+def test_each_attempts_span_is_named_after_its_task_whatever_ran_before_in_its_queue() -> None:
+    """Two tasks of one queue and tenant, one after the other and back: each attempt's span is
+    ``process`` and its own task's name, with the queue and task among its attributes.
+    kills: attempt-span-name-kept-by-queue"""
+    installed = memory_telemetry()
+    tasks = registry_with_tasks()
+    for task, payload in (("add", {"a": 1, "b": 2}), ("explode", {}), ("add", {"a": 3, "b": 4})):
+        run_job(claimed(task, payload), tasks, "w1", nullcontext)
+    spans = installed.spans.get_finished_spans()
+    assert [span.name for span in spans] == ["process add", "process explode", "process add"]
+    assert [(span.attributes or {}).get("pauta.task") for span in spans] == [
+        "add",
+        "explode",
+        "add",
+    ]
+    assert {(span.attributes or {}).get("messaging.destination.name") for span in spans} == {
+        "default"
+    }
+
+
 def test_a_task_that_leaves_a_context_attached_does_not_leave_it_to_the_next_attempt() -> None:
     """Task code that attaches a context and never detaches it: the attempt still succeeds,
     and after it the thread's context is the runner's again, with neither the task's baggage
