@@ -505,9 +505,9 @@ class _Series:
         self.max = max(self.max, values[-1])
 
     def point(self, attributes: dict[str, str], now: int) -> Any:
+        """Its data point, of the values folded in (``collect`` folds before it asks)."""
         from opentelemetry.sdk.metrics.export import HistogramDataPoint
 
-        self.fold()
         return HistogramDataPoint(
             attributes=attributes,
             start_time_unix_nano=self.since,

@@ -107,7 +107,8 @@ def test_engine_histograms_read_as_the_sdks_own(
     time or at the collection.
     kills: job-times-bucket-by-bisect-right, job-times-negative-kept,
     job-times-delta-not-restarted, job-times-fold-forgets-the-last-bucket,
-    job-times-pending-lost-at-fold, job-times-fold-keeps-the-old-least"""
+    job-times-pending-lost-at-fold, job-times-fold-keeps-the-old-least,
+    job-times-collected-unfolded"""
     readers = Readers(temporality)
     folded_at = telemetry._Series.FOLD_AT
     telemetry._Series.FOLD_AT = fold_at
